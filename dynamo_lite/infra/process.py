@@ -1,0 +1,113 @@
+"""A child process that dies with its parent, is health-checked, and stops in bounded time."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM it when the parent dies, so nothing is orphaned."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ProcessFailed(RuntimeError):
+    """The child exited or never became healthy; the message carries its log's tail."""
+
+
+class ManagedProcess:
+    """One child process with its output in a log file.
+
+    `start()` launches it; `wait_healthy(check)` polls `check` until it returns True,
+    failing at once if the child exits; `stop()` sends SIGTERM, then SIGKILL after
+    `grace_s`. Both `start` and `stop` are idempotent.
+    """
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.env = env
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def start(self) -> None:
+        if self.running():
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as out:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env} if self.env else None,
+                preexec_fn=_die_with_parent,
+            )
+        log.info("started %s (pid %d), log %s", self.name, self.popen.pid, self.log_path)
+
+    async def wait_healthy(self, check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.running():
+                raise ProcessFailed(f"{self.name} exited with code {self._code()} while starting\n{self.log_tail()}")
+            if await check():
+                return
+            if time.monotonic() > deadline:
+                raise ProcessFailed(f"{self.name} not healthy after {timeout_s:.0f} s\n{self.log_tail()}")
+            await asyncio.sleep(0.1)
+
+    async def stop(self, grace_s: float = 10.0) -> int | None:
+        """Stop the child; returns its exit code (None if it was never started)."""
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            if not await self._wait(grace_s):
+                log.warning("%s did not stop within %.0f s of SIGTERM; killing it", self.name, grace_s)
+                self.popen.kill()
+                await self._wait(5.0)
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        """SIGKILL, for tests that simulate a crash."""
+        if self.running():
+            assert self.popen is not None
+            self.popen.kill()
+            self.popen.wait()
+
+    async def _wait(self, timeout_s: float) -> bool:
+        assert self.popen is not None
+        deadline = time.monotonic() + timeout_s
+        while self.popen.poll() is None:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def _code(self) -> int | None:
+        return self.popen.returncode if self.popen else None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join("  | " + line for line in text.splitlines()[-lines:])

@@ -1,0 +1,181 @@
+"""The prefill worker's side of the queue: pull jobs, run them, answer, ack.
+
+Contract of the handler (`async (PrefillJob) -> PrefillResult`):
+- returns a result: it is sent to the job's reply subject, then the job is acked;
+- raises `RetryableJobError`: the job is nak'ed with a delay and goes to some
+  worker again (another one, if another is pulling);
+- raises `PoisonJobError`, or anything on the job's last delivery: the submitter
+  is told why, and the job is terminated (never redelivered).
+While a handler runs, the consumer sends `in_progress` heartbeats so a long job
+is not redelivered; if this process dies, heartbeats stop and JetStream hands
+the job to another worker after `ack_wait`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import msgspec
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
+from nats.errors import Error as NatsError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import FetchTimeoutError
+
+from dynamo_lite.protocol import PrefillJob, PrefillResult, WorkerId, prefill_subject
+from dynamo_lite.queue.stream import QueueSettings, consumer_config, ensure_stream, stream_name
+
+log = logging.getLogger(__name__)
+
+_FETCH_WAIT_S = 1.0
+"""How long one pull request waits on the server for a job."""
+
+Handler = Callable[[PrefillJob], Awaitable[PrefillResult]]
+
+
+class RetryableJobError(RuntimeError):
+    """The job may succeed later or elsewhere (engine busy, connection reset)."""
+
+
+class PoisonJobError(RuntimeError):
+    """The job can never succeed (malformed, prompt too long): do not redeliver it."""
+
+
+class PrefillConsumer:
+    def __init__(
+        self,
+        nc: NatsClient,
+        namespace: str,
+        model: str,
+        worker_id: WorkerId,
+        handler: Handler,
+        concurrency: int = 4,
+        settings: QueueSettings = QueueSettings(),
+        nak_delay_s: float = 1.0,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.namespace = namespace
+        self.model = model
+        self.worker_id = worker_id
+        self.handler = handler
+        self.concurrency = concurrency
+        self.settings = settings
+        self.nak_delay_s = nak_delay_s
+        self._pullers: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._busy: set[asyncio.Task[None]] = set()
+        self.jobs_done = 0
+        self.jobs_failed = 0
+
+    async def start(self) -> None:
+        if self._pullers:
+            return
+        await ensure_stream(self.js, self.namespace, self.settings)
+        sub = await self.js.pull_subscribe(
+            prefill_subject(self.namespace, self.model),
+            durable=consumer_config(self.model, self.namespace, self.settings).durable_name,
+            stream=stream_name(self.namespace),
+            config=consumer_config(self.model, self.namespace, self.settings),
+        )
+        self._stopping.clear()
+        self._pullers = [
+            asyncio.create_task(self._pull(sub), name=f"prefill-puller-{self.worker_id}-{i}")
+            for i in range(self.concurrency)
+        ]
+        log.info("worker %s: pulling prefill jobs for %s (%d at a time)", self.worker_id, self.model, self.concurrency)
+
+    async def stop(self, drain_timeout_s: float = 30.0) -> None:
+        """Stop pulling; let jobs in hand finish within the timeout, else hand them back.
+
+        Idle pullers are let finish their open fetch first: a pull request still open
+        on the server would swallow a job handed back below until `ack_wait`.
+        """
+        self._stopping.set()
+        if not self._pullers:
+            return
+        idle = [t for t in self._pullers if t not in self._busy]
+        if idle:
+            await asyncio.wait(idle, timeout=_FETCH_WAIT_S + 1.0)
+        working = [t for t in self._pullers if not t.done()]
+        if working:
+            _, unfinished = await asyncio.wait(working, timeout=drain_timeout_s)
+            for task in unfinished:
+                task.cancel()  # _run_one naks the job it holds, so it is redelivered at once
+        await asyncio.gather(*self._pullers, return_exceptions=True)
+        self._pullers = []
+
+    async def _pull(self, sub: object) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        while not self._stopping.is_set():
+            try:
+                msgs = await sub.fetch(1, timeout=_FETCH_WAIT_S)  # type: ignore[attr-defined]
+            except (FetchTimeoutError, NatsTimeoutError):
+                continue
+            except ConnectionClosedError:
+                log.info("worker %s: NATS connection closed; no more prefill jobs", self.worker_id)
+                return
+            except NatsError as e:  # disconnected or reconnecting: the client recovers by itself
+                log.warning("worker %s: fetching prefill jobs failed (%s); retrying", self.worker_id, e)
+                await asyncio.sleep(_FETCH_WAIT_S / 2)
+                continue
+            self._busy.add(me)
+            try:
+                for msg in msgs:
+                    await self._run_one(msg)
+            finally:
+                self._busy.discard(me)
+
+    async def _run_one(self, msg: Msg) -> None:
+        try:
+            job = msgspec.json.decode(msg.data, type=PrefillJob)
+        except msgspec.ValidationError as e:
+            log.error("worker %s: terminating malformed prefill job: %s", self.worker_id, e)
+            await msg.term()
+            return
+        if time.time() > job.deadline:
+            log.warning("job %s (request %s): past its deadline, dropped", job.job_id, job.request_id)
+            await msg.term()
+            return
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            result = await self.handler(job)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(msg.nak())
+            raise
+        except PoisonJobError as e:
+            await self._give_up(msg, job, f"rejected by worker {self.worker_id}: {e}")
+            return
+        except Exception as e:  # noqa: BLE001 - any handler failure is retried, then reported
+            if msg.metadata.num_delivered >= self.settings.max_deliver:
+                await self._give_up(msg, job, f"failed {msg.metadata.num_delivered} times, last: {e}")
+            else:
+                log.warning("job %s (request %s): attempt %d failed (%s); retrying",
+                            job.job_id, job.request_id, msg.metadata.num_delivered, e)
+                await msg.nak(delay=self.nak_delay_s)
+            return
+        finally:
+            heartbeat.cancel()
+        await self.nc.publish(job.reply_subject, msgspec.json.encode(result))
+        await msg.ack()
+        self.jobs_done += 1
+
+    async def _give_up(self, msg: Msg, job: PrefillJob, reason: str) -> None:
+        log.error("job %s (request %s): %s", job.job_id, job.request_id, reason)
+        failure = PrefillResult(job_id=job.job_id, worker_id=self.worker_id, error=reason)
+        await self.nc.publish(job.reply_subject, msgspec.json.encode(failure))
+        await msg.term()
+        self.jobs_failed += 1
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        interval = max(self.settings.ack_wait_s / 3, 0.2)
+        while True:
+            await asyncio.sleep(interval)
+            await msg.in_progress()
