@@ -11,10 +11,12 @@ This module is the only place that reads environment variables (`DYNAMO_LITE_STA
 from __future__ import annotations
 
 import difflib
+import enum
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+import types
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -108,7 +110,9 @@ class DisaggregationSpec(Section):
 
 class FrontendSpec(Section):
     host: str = "127.0.0.1"
+    """Interface the OpenAI-compatible HTTP API listens on."""
     port: Port = 8000
+    """Its port."""
     router: RouterSpec = RouterSpec()
     disaggregation: DisaggregationSpec = DisaggregationSpec()
 
@@ -126,7 +130,9 @@ class VllmEngineSpec(Section):
     kv_cache_gib: Annotated[float, Field(gt=0)] = 1.0
     """KV cache size on a CPU (VLLM_CPU_KVCACHE_SPACE); ignored on GPU (see gpu_memory_utilization)."""
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
+    """Fraction of GPU memory vLLM may use (GPU machines only)."""
     enforce_eager: bool = True
+    """Skip CUDA graphs / compilation: faster start, needed on CPU."""
     extra_args: list[str] = []
     """Further `vllm serve` arguments, passed through as they are."""
 
@@ -137,18 +143,26 @@ class MockEngineSpec(Section):
     speedup_ratio: Annotated[float, Field(gt=0)] = 1.0
     """Simulated time runs this many times faster than wall-clock time."""
     num_gpu_blocks: Annotated[int, Field(ge=1)] = 16384
+    """Simulated KV cache capacity, in blocks of the model's block size."""
     max_num_seqs: Annotated[int, Field(ge=1)] = 256
+    """Most sequences running at once (as vLLM's --max-num-seqs)."""
     max_num_batched_tokens: Annotated[int, Field(ge=1)] = 8192
+    """Token budget of one engine step (as vLLM's --max-num-batched-tokens)."""
     seed: int = 0
+    """Seed of the simulated output tokens: equal seeds give equal outputs."""
 
 
 class PoolSpec(Section):
     name: Name
+    """Pool name, unique in the spec; workers are named after it."""
     role: Role
+    """aggregated: prefill and decode; prefill: prompts only, KV shipped out; decode: generates tokens."""
     engine: Literal["vllm", "mock"]
+    """vllm: real vLLM (vllm or vllm-cpu package); mock: the simulated engine, for scale tests."""
     model: str | None = None
     """Name of a model in `models`; may be omitted when there is exactly one."""
     replicas: Annotated[int, Field(ge=0, le=1024)] = 1
+    """Workers to start; the planner may change this within its limits."""
     vllm: VllmEngineSpec | None = None
     """Engine settings when `engine: vllm`."""
     mock: MockEngineSpec | None = None
@@ -166,7 +180,9 @@ class PoolSpec(Section):
 
 class PoolLimits(Section):
     min_replicas: Annotated[int, Field(ge=0)] = 1
+    """The planner never scales the pool below this."""
     max_replicas: Annotated[int, Field(ge=1)] = 4
+    """...nor above this."""
 
     @model_validator(mode="after")
     def _ordered(self) -> PoolLimits:
@@ -177,26 +193,35 @@ class PoolLimits(Section):
 
 class PlannerSpec(Section):
     enabled: bool = False
+    """Run the planner with `orchestrator up`."""
     policy: Literal["load", "sla"] = "load"
+    """load: thresholds on prefill queue depth and decode KV usage; sla: replicas from TTFT/ITL targets."""
     interval_s: Annotated[float, Field(gt=0)] = 10.0
+    """Seconds between decisions."""
     dry_run: bool = False
     """Only log decisions; never change replica counts."""
     max_total_replicas: Annotated[int, Field(ge=1)] = 8
+    """Budget: prefill plus decode workers never exceed this."""
     prefill: PoolLimits = PoolLimits()
     decode: PoolLimits = PoolLimits()
     ttft_target_ms: Annotated[float, Field(gt=0)] = 500.0
+    """SLO on time to first token (sla policy, and goodput on dashboards)."""
     itl_target_ms: Annotated[float, Field(gt=0)] = 50.0
+    """SLO on inter-token latency."""
 
 
 class ClusterSpec(Section):
     namespace: Name = "default"
+    """Name of this cluster; prefixes its etcd keys and NATS subjects, so clusters can share servers."""
     state_dir: str | None = None
     """Where embedded servers keep data and logs. Default: ~/.local/state/dynamo_lite/<namespace>."""
     nats: NatsSpec = NatsSpec()
     etcd: EtcdSpec = EtcdSpec()
     models: list[ModelSpec] = []
+    """The models this cluster serves."""
     frontend: FrontendSpec = FrontendSpec()
     pools: list[PoolSpec] = []
+    """Worker pools: each a number of identical workers of one role, engine and model."""
     planner: PlannerSpec = PlannerSpec()
 
     @model_validator(mode="after")
@@ -345,3 +370,50 @@ def split_url(url: str) -> tuple[str, int]:
     """'http://10.0.0.6:2379' -> ('10.0.0.6', 2379); the schema has checked the shape."""
     host, _, port = url.split("://", 1)[1].rstrip("/").rpartition(":")
     return host, int(port)
+
+
+def reference_markdown() -> str:
+    """The cluster.yaml reference table for README.md, generated from the schema's docstrings."""
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    _reference_rows(ClusterSpec, "", rows)
+    return "\n".join(rows)
+
+
+def _reference_rows(model: type[BaseModel], prefix: str, rows: list[str]) -> None:
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        inner = _model_in(field.annotation)
+        meaning = (field.description or "").replace("|", "/").replace("\n", " ")
+        if inner is not None and get_origin(field.annotation) is list:
+            rows.append(f"| `{path}` | list of mappings | `[]` | {meaning} |")
+            _reference_rows(inner, f"{path}[].", rows)
+        elif inner is not None:
+            if field.default is None:
+                rows.append(f"| `{path}` | mapping or null | `null` | {meaning} |")
+            _reference_rows(inner, f"{path}.", rows)
+        else:
+            default = "required" if field.is_required() else f"`{_yaml_value(field.default)}`"
+            rows.append(f"| `{path}` | {_type_name(field.annotation)} | {default} | {meaning} |")
+
+
+def _yaml_value(value: object) -> str:
+    return yaml.safe_dump(value.value if isinstance(value, enum.Enum) else value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _type_name(annotation: object) -> str:
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin in (Union, types.UnionType):
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin is Literal:
+        return " / ".join(str(a) for a in args)
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " / ".join(str(m.value) for m in annotation)
+    return getattr(annotation, "__name__", str(annotation))
+
+
+if __name__ == "__main__":
+    print(reference_markdown())

