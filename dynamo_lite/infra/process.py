@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -14,12 +14,19 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
 
+def _die_with_parent(argv: list[str]) -> list[str]:
+    """Wrap `argv` so the kernel sends the child SIGTERM when its parent dies (no orphans).
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM it when the parent dies, so nothing is orphaned."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    util-linux's `setpriv --pdeathsig` sets it just before exec. (Setting it from a
+    Python preexec_fn would force a plain fork() of this process, which aborts in the
+    child when gRPC's threads are running, as they are next to an etcd client.)
+    """
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        log.warning("setpriv (util-linux) not found: children will outlive a killed supervisor")
+        return argv
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv]
 
 
 class ProcessFailed(RuntimeError):
@@ -54,12 +61,11 @@ class ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
             self.popen = subprocess.Popen(
-                self.argv,
+                _die_with_parent(self.argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **self.env} if self.env else None,
-                preexec_fn=_die_with_parent,
             )
         log.info("started %s (pid %d), log %s", self.name, self.popen.pid, self.log_path)
 
