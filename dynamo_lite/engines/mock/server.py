@@ -1,0 +1,266 @@
+"""The mock engine's HTTP server: vLLM's endpoints over a `MockEngine`.
+
+`build_app(args)` builds one engine (wiring.py) and ties its lifetime to the
+app's (aiohttp cleanup_ctx); on shutdown in-flight requests are aborted first.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgspec
+import pydantic
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from dynamo_lite.engines.mock import nixl
+from dynamo_lite.engines.mock.args import MockEngineArgs
+from dynamo_lite.engines.mock.blocks import hash_blocks
+from dynamo_lite.engines.mock.engine import RequestStream
+from dynamo_lite.engines.mock.openai_api import (
+    ChatRequest, ChatShape, CompletionRequest, CompletionShape, GenerateRequest, GenerateShape, Result, Shape, usage,
+)  # fmt: skip
+from dynamo_lite.engines.mock.sequence import FinishReason, Sequence, output_key
+from dynamo_lite.engines.mock.tokenizer import render_chat
+from dynamo_lite.engines.mock.wiring import ServerState, build_state
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A request, whatever endpoint it came from."""
+
+    prompt: list[int]
+    max_tokens: int | None
+    stop_ids: frozenset[int]
+    seed: int | None
+    n: int
+    stream: bool
+    include_usage: bool
+    kv_transfer_params: dict[str, Any] | None
+
+
+STATE = web.AppKey("state", ServerState)
+M = TypeVar("M", bound=pydantic.BaseModel)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def build_app(args: MockEngineArgs, registry: CollectorRegistry | None = None) -> web.Application:
+    app = web.Application(middlewares=[_errors])
+    app[STATE] = build_state(args, registry)
+    app.cleanup_ctx.append(_engine_ctx)
+    app.on_shutdown.append(_abort_all)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/version", _version)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_post("/inference/v1/generate", _generate)
+    app.router.add_post("/v1/completions", _completions)
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/inference/v1/abort_requests", _abort_requests)
+    app.router.add_post("/reset_prefix_cache", _reset_prefix_cache)
+    return app
+
+
+async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
+    engine = app[STATE].engine
+    await engine.start()
+    yield
+    await engine.stop()
+
+
+async def _abort_all(app: web.Application) -> None:
+    app[STATE].engine.abort_external(None)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as e:
+        kind = "NotFoundError" if e.status == 404 else "BadRequestError"
+        return _json({"error": {"message": str(e), "type": kind, "param": None, "code": e.status}}, e.status)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=msgspec.json.encode(data), status=status, content_type="application/json")
+
+
+async def _parse(request: web.Request, model: type[M]) -> M:
+    try:
+        return model.model_validate_json(await request.read())
+    except pydantic.ValidationError as e:
+        raise ApiError(400, str(e)) from e
+
+
+def _check_model(state: ServerState, name: str | None) -> str:
+    if name is not None and name != state.args.model_name:
+        raise ApiError(404, f"The model `{name}` does not exist.")
+    return state.args.model_name
+
+
+# --- endpoints ----------------------------------------------------------------------
+async def _health(request: web.Request) -> web.Response:
+    return web.Response()
+
+
+async def _version(request: web.Request) -> web.Response:
+    return _json({"version": "0.32.0+dynamo_lite.mock"})
+
+
+async def _models(request: web.Request) -> web.Response:
+    args = request.app[STATE].args
+    card = {"id": args.model_name, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+            "root": args.model, "parent": None, "max_model_len": args.max_model_len}  # fmt: skip
+    return _json({"object": "list", "data": [card]})
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[STATE].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _generate(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = await _parse(request, GenerateRequest)
+    model = _check_model(state, body.model)
+    sp = body.sampling_params
+    rid = "generate-tokens-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
+    job = Job(body.token_ids, sp.max_tokens, frozenset(sp.stop_token_ids or ()), sp.seed, sp.n, body.stream,
+              bool(body.stream_options and body.stream_options.include_usage), body.kv_transfer_params)  # fmt: skip
+    return await _serve(request, state, job, GenerateShape(job.stop_ids), rid, model)
+
+
+async def _completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = await _parse(request, CompletionRequest)
+    model = _check_model(state, body.model)
+    prompt = body.prompt
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        if len(prompt) != 1:
+            raise ApiError(400, "the mock engine serves one prompt per request")
+        prompt = prompt[0]
+    ids = state.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)  # type: ignore[arg-type]
+    job = _job(state, body, ids, body.max_tokens)
+    rid = "cmpl-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
+    shape = CompletionShape(job.stop_ids, body.return_token_ids, int(time.time()))
+    return await _serve(request, state, job, shape, rid, model)
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = await _parse(request, ChatRequest)
+    model = _check_model(state, body.model)
+    ids = state.tokenizer.encode(render_chat([(m.role, m.text()) for m in body.messages]))
+    job = _job(state, body, ids, body.max_completion_tokens or body.max_tokens)
+    rid = "chatcmpl-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
+    shape = ChatShape(job.stop_ids, body.return_token_ids, int(time.time()))
+    return await _serve(request, state, job, shape, rid, model)
+
+
+async def _abort_requests(request: web.Request) -> web.Response:
+    body = await request.json()
+    ids = body.get("request_ids") if isinstance(body, dict) else None
+    if ids is None:
+        raise ApiError(400, "Missing 'request_ids' in request body")
+    request.app[STATE].engine.abort_external(ids or None)
+    return web.Response()
+
+
+async def _reset_prefix_cache(request: web.Request) -> web.Response:
+    if not request.app[STATE].engine.reset_prefix_cache():
+        raise ApiError(400, "cannot reset the prefix cache while requests hold blocks")
+    return web.Response()
+
+
+# --- running one request -----------------------------------------------------------------
+def _job(state: ServerState, body: CompletionRequest | ChatRequest, ids: list[int], max_tokens: int | None) -> Job:
+    stops = set(body.stop_token_ids or ())
+    for word in [body.stop] if isinstance(body.stop, str) else body.stop or []:
+        stops.update(state.tokenizer.encode(word)[:1])
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    return Job(ids, max_tokens, frozenset(stops), body.seed, body.n, body.stream, include_usage,
+               body.kv_transfer_params)  # fmt: skip
+
+
+def _sequence(state: ServerState, job: Job, rid: str) -> Sequence:
+    """Validate a job like vLLM does and build its Sequence; ApiError(400) if it cannot run."""
+    args = state.args
+    if job.n != 1:
+        raise ApiError(400, "the mock engine supports n=1 only")
+    if not job.prompt:
+        raise ApiError(400, "The prompt cannot be empty")
+    max_tokens = job.max_tokens or args.max_model_len - len(job.prompt)
+    if len(job.prompt) + max_tokens > args.max_model_len:
+        raise ApiError(400, f"This model's maximum context length is {args.max_model_len} tokens. However, you "
+                            f"requested {len(job.prompt) + max_tokens} tokens ({len(job.prompt)} in the messages, "
+                            f"{max_tokens} in the completion).")  # fmt: skip
+    if -(-(len(job.prompt) + max_tokens) // args.block_size) > args.num_gpu_blocks:
+        raise ApiError(400, f"request needs more than the engine's {args.num_gpu_blocks} KV blocks")
+    try:
+        remote = nixl.parse_remote_kv(job.kv_transfer_params) if state.connector else None
+    except ValueError as e:
+        raise ApiError(400, str(e)) from e
+    return Sequence(
+        request_id=state.engine.internal_id(rid), prompt=job.prompt, max_tokens=max_tokens,
+        output_key=output_key(args.seed if job.seed is None else job.seed, job.prompt), arrival=0.0,
+        stop_token_ids=job.stop_ids, vocab_size=args.vocab_size, remote_kv=remote,
+        for_remote_decode=state.connector and nixl.wants_remote_decode(job.kv_transfer_params),
+        prompt_hashes=hash_blocks(job.prompt, args.block_size, args.seed),
+    )  # fmt: skip
+
+
+def _result(state: ServerState, seq: Sequence, rid: str, model: str) -> Result:
+    args = state.args
+    cached = nixl.cached_tokens(seq) if args.enable_prompt_tokens_details else None
+    params = None
+    if seq.for_remote_decode and seq.finish_reason in (FinishReason.STOP, FinishReason.LENGTH):
+        params = nixl.producer_params(seq, state.engine_id, args.nixl_side_channel_host, args.nixl_side_channel_port)
+    reason = seq.finish_reason.value if seq.finish_reason else "abort"
+    use = usage(len(seq.prompt), len(seq.output), cached)
+    return Result(rid, model, seq.prompt, list(seq.output), reason, use, params)
+
+
+async def _serve(
+    request: web.Request, state: ServerState, job: Job, shape: Shape, rid: str, model: str
+) -> web.StreamResponse:
+    seq = _sequence(state, job, rid)
+    stream = state.engine.submit(seq, rid)
+    try:
+        if job.stream:
+            return await _stream(request, state, stream, shape, rid, model, job.include_usage)
+        async for _ in stream.batches():
+            pass
+        result = _result(state, seq, rid, model)
+        return _json(shape.full(result, state.tokenizer.decode(result.token_ids)))
+    finally:
+        if seq.finish_reason is None:
+            state.engine.abort(seq.request_id)  # the client went away or the server is stopping
+
+
+async def _stream(request: web.Request, state: ServerState, stream: RequestStream, shape: Shape, rid: str,
+                  model: str, include_usage: bool) -> web.StreamResponse:  # fmt: skip
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    async for events in stream.batches():
+        ids = [e.token_id for e in events if e.token_id is not None]
+        reason = events[-1].finish_reason
+        chunks = shape.chunks(rid, model, ids, state.tokenizer.decode(ids), reason.value if reason else None)
+        await resp.write(b"".join(b"data: " + msgspec.json.encode(c) + b"\n\n" for c in chunks))
+    if include_usage:
+        result = _result(state, stream.seq, rid, model)
+        await resp.write(b"data: " + msgspec.json.encode(shape.usage_chunk(rid, model, result.usage)) + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
