@@ -1,0 +1,110 @@
+"""The routing cost, and how the lowest (or a sampled) candidate is picked.
+
+Formula, per candidate worker ``w`` for a prompt of ``P`` tokens (``B`` = block size):
+
+    overlap_tokens(w)  = overlap_blocks(w) * B        # cached prefix there
+    uncached(w)        = P - overlap_tokens(w)        # tokens w would prefill
+    prefill_blocks(w)  = (active_prefill_tokens(w) + uncached(w)) / B
+    decode_blocks(w)   = active_decode_blocks(w) + ceil(P / B)
+    cost(w)            = overlap_weight * prefill_blocks(w) + decode_blocks(w)
+
+``prefill_blocks`` is the prefill work queued on ``w`` once this request joins it
+(what sets its TTFT); ``decode_blocks`` is the KV it holds for running requests
+(what slows every decode step there, so TPOT); the request's own ``ceil(P / B)``
+is the same on every candidate and only keeps costs on one scale. The active
+figures are the router's in-flight requests plus load-report corrections
+(`router.load`). Lowest cost wins.
+
+Knobs:
+- ``overlap_weight`` (>= 0, default 1): the price of one block of prefill against
+  one block of decode load. Higher favours cache hits (TTFT), lower favours
+  spreading decode load (TPOT); 0 ignores the cache and the prefill queue.
+- ``temperature`` (>= 0, default 0): 0 is deterministic argmin. Above 0 the
+  costs are min-max normalised to [0, 1] and a worker is drawn with
+  probability proportional to ``exp(-normalised_cost / temperature)``: small
+  values stay near the argmin, large values approach uniform. Equal costs are
+  uniform at any temperature.
+Ties at the minimum (temperature 0) go to the worker with the smaller index,
+i.e. fewer blocks held in the router's index (spreading distinct prefixes
+across the fleet), then at random with the injected generator.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+from dynamo_lite.protocol import WorkerId
+from router.load import LoadView
+
+
+class CandidateScore(NamedTuple):
+    """One candidate's terms of the cost formula (a NamedTuple: cheap to build per candidate)."""
+
+    worker_id: WorkerId
+    overlap_blocks: int  # leading prompt blocks the worker holds
+    prefill_blocks: float  # queued prefill there once this request joins, in blocks
+    decode_blocks: float  # decode KV load there once this request joins, in blocks
+    cost: float  # overlap_weight * prefill_blocks + decode_blocks
+
+
+def score_candidates(
+    candidates: Sequence[WorkerId],
+    overlaps: Mapping[WorkerId, int],
+    loads: Sequence[LoadView],
+    prompt_tokens: int,
+    block_size: int,
+    overlap_weight: float,
+) -> list[CandidateScore]:
+    """The cost terms of each candidate, in order (see the module docstring).
+
+    ``overlaps`` holds overlap blocks per worker (absent: 0); ``loads`` is
+    aligned with ``candidates``. One loop, no per-candidate calls: this runs for
+    every candidate of every request.
+    """
+    request_blocks = -(-prompt_tokens // block_size)
+    out = []
+    for w, load in zip(candidates, loads):
+        overlap = overlaps.get(w, 0)
+        uncached = prompt_tokens - overlap * block_size
+        prefill = (load.prefill_tokens + (uncached if uncached > 0 else 0)) / block_size
+        decode = load.decode_blocks + request_blocks
+        out.append(CandidateScore(w, overlap, prefill, decode, overlap_weight * prefill + decode))
+    return out
+
+
+def pick_lowest(costs: Sequence[float], tie_key: Callable[[int], float], rng: random.Random) -> int:
+    """Index of the lowest cost; ties to the lowest ``tie_key(index)``, then uniformly at random.
+
+    ``tie_key`` is called only for tied indices.
+    """
+    if not costs:
+        raise ValueError("no candidates")
+    best = min(costs)
+    tied = [i for i, c in enumerate(costs) if c == best]
+    if len(tied) > 1:
+        keys = {i: tie_key(i) for i in tied}
+        least = min(keys.values())
+        tied = [i for i in tied if keys[i] == least]
+    return tied[0] if len(tied) == 1 else rng.choice(tied)
+
+
+def softmax_weights(costs: Sequence[float], temperature: float) -> list[float]:
+    """Sampling probabilities: ``exp(-norm_cost / temperature)``, normalised to sum to 1."""
+    if temperature <= 0:
+        raise ValueError("temperature must be positive for sampling")
+    lo, hi = min(costs), max(costs)
+    if hi == lo:
+        return [1.0 / len(costs)] * len(costs)
+    span = hi - lo
+    raw = [math.exp(-((c - lo) / span) / temperature) for c in costs]
+    total = sum(raw)  # >= 1: the minimum contributes exp(0)
+    return [r / total for r in raw]
+
+
+def sample_softmax(costs: Sequence[float], temperature: float, rng: random.Random) -> int:
+    """Index drawn with `softmax_weights`."""
+    weights = softmax_weights(costs, temperature)
+    return rng.choices(range(len(costs)), weights=weights, k=1)[0]

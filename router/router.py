@@ -1,0 +1,186 @@
+"""The `Router` facade: one object per model that the frontend asks where to send each request.
+
+Life cycle, all calls from one thread (the frontend's event loop):
+
+- discovery: `add_worker` when a worker registers, `remove_worker` (or
+  `sync_workers` with the live set) when its lease goes;
+- events: `apply_events` (or `apply_relayed`) for each relayed KV event batch;
+  `update_load` for each `LoadReport`;
+- per request: `route` decides (it changes no load or index state, only the
+  round-robin cursor and the generator), then the caller commits with
+  `on_request_start(request_id, decision)` once it really sends the request,
+  `on_prefill_done` at the first token, `on_request_finish` at the end (any
+  reason). In ``approx`` mode `on_request_start` is also what teaches the index.
+
+Decisions report the chosen worker's cached prefix in tokens and the prompt's
+uncached length there: the inputs of the disaggregation step. In ``kv`` mode
+and the three cache-blind modes they come from the event-fed index (zero when
+no events flow), in ``approx`` mode from the learned index.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dynamo_lite.protocol import BlockHash, KvEventBatch, LoadReport, RelayedKvEvents, RequestId, WorkerId
+from router.approx import ApproxIndex, Clock
+from router.cost import CandidateScore, score_candidates
+from router.events import EventOutcome, KvEventIngestor
+from router.hashing import hash_blocks
+from router.index import KvIndex
+from router.load import LoadTracker, LoadView
+from router.policies import RouterMode, RoutingContext, make_policy
+
+
+@dataclass(frozen=True, kw_only=True)
+class RouterConfig:
+    """Knobs of one router; see `router.cost` for how the cost uses them."""
+
+    block_size: int = 16  # tokens per KV block; must equal the engines' block size
+    mode: RouterMode = RouterMode.KV  # see `RouterMode`
+    overlap_weight: float = 1.0  # price of a prefill block against a decode block (>= 0)
+    temperature: float = 0.0  # 0: argmin; > 0: softmax sampling over normalised costs
+    approx_ttl_s: float = 120.0  # approx mode: how long a routed prompt is assumed cached
+    approx_max_blocks_per_worker: int | None = None  # approx mode: optional cap per worker (LRU)
+    load_report_ttl_s: float = 10.0  # how long a LoadReport's correction counts
+    root_seed: int = 0  # parent hash of every sequence's first block (the router's, not the engine's)
+
+    def __post_init__(self) -> None:
+        if self.block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {self.block_size}")
+        if self.overlap_weight < 0 or self.temperature < 0:
+            raise ValueError("overlap_weight and temperature must be >= 0")
+        object.__setattr__(self, "mode", RouterMode(self.mode))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Where one request goes, and what the disaggregation step needs to know."""
+
+    worker_id: WorkerId
+    mode: RouterMode
+    prompt_tokens: int
+    overlap_blocks: int  # leading full blocks of the prompt cached on the chosen worker
+    overlap_tokens: int  # overlap_blocks * block_size
+    uncached_tokens: int  # prompt_tokens - overlap_tokens: what the chosen worker must prefill (0 when
+    # every token sits in cached full blocks; the engine then still recomputes the last one)
+    cost: float  # the chosen worker's cost (computed in every mode, used by kv/approx)
+    block_hashes: tuple[BlockHash, ...]  # the prompt's full-block hashes (approx learning, replays)
+    scores: tuple[CandidateScore, ...]  # every candidate's cost terms, in candidate order
+
+
+class Router:
+    """KV-aware router over a set of workers; pure (no I/O), not thread-safe.
+
+    ``clock`` (monotonic seconds) times approx-mode TTLs and load-report
+    freshness; ``rng`` draws ties and samples. ``index`` is the event-fed
+    `KvIndex`, public for inspection.
+    """
+
+    def __init__(self, config: RouterConfig, *, clock: Clock = time.monotonic, rng: random.Random | None = None):
+        self.config = config
+        self._rng = rng if rng is not None else random.Random()
+        self.index = KvIndex()
+        self._ingestor = KvEventIngestor(self.index, config.block_size, BlockHash(config.root_seed))
+        self._approx = ApproxIndex(clock, config.approx_ttl_s, config.approx_max_blocks_per_worker)
+        self._load = LoadTracker(config.block_size, clock, config.load_report_ttl_s)
+        self._policy = make_policy(config.mode, config.block_size, config.temperature, self._rng)
+        self._workers: set[WorkerId] = set()
+
+    # --- discovery ---------------------------------------------------------
+    def add_worker(self, worker_id: WorkerId, kv_capacity_blocks: int = 0) -> None:
+        """Register a worker (idempotent; updates its capacity)."""
+        self._workers.add(worker_id)
+        self.index.add_worker(worker_id)
+        self._approx.add_worker(worker_id)
+        self._load.set_capacity(worker_id, kv_capacity_blocks)
+
+    def remove_worker(self, worker_id: WorkerId) -> None:
+        """Drop a worker wholesale: its blocks, load and event sequence. Unknown ids: no-op."""
+        self._workers.discard(worker_id)
+        self.index.remove_worker(worker_id)
+        self._approx.remove_worker(worker_id)
+        self._load.remove_worker(worker_id)
+        self._ingestor.forget(worker_id)
+
+    def sync_workers(self, live: Iterable[WorkerId]) -> list[WorkerId]:
+        """Drop every registered worker not in ``live``; returns those dropped (adds none)."""
+        gone = sorted(self._workers - set(live))
+        for worker_id in gone:
+            self.remove_worker(worker_id)
+        return gone
+
+    @property
+    def workers(self) -> frozenset[WorkerId]:
+        return frozenset(self._workers)
+
+    # --- events and load ---------------------------------------------------
+    def apply_events(self, worker_id: WorkerId, seq: int, batch: KvEventBatch) -> EventOutcome:
+        """Apply one KV event batch (rules in `router.events`); check ``needs_resync`` on the result."""
+        return self._ingestor.apply(worker_id, seq, batch)
+
+    def apply_relayed(self, message: RelayedKvEvents) -> EventOutcome:
+        return self._ingestor.apply(message.worker_id, message.seq, message.batch)
+
+    def resync_worker(self, worker_id: WorkerId) -> None:
+        """Clear a worker's blocks and accept its next batch of any sequence (before feeding a replay)."""
+        self._ingestor.resync(worker_id)
+
+    def update_load(self, report: LoadReport) -> None:
+        self._load.update(report)
+
+    # --- routing -----------------------------------------------------------
+    def route(self, token_ids: Sequence[int], candidates: Sequence[WorkerId]) -> Decision:
+        """Choose a worker among ``candidates`` for a prompt. Raises ValueError if none.
+
+        Candidates not registered are allowed (no blocks, only their tracked load).
+        """
+        hashes = hash_blocks(token_ids, self.config.block_size, BlockHash(self.config.root_seed))
+        return self.route_hashes(hashes, len(token_ids), candidates)
+
+    def route_hashes(self, hashes: Sequence[BlockHash], prompt_tokens: int, candidates: Sequence[WorkerId]) -> Decision:
+        """`route` for a prompt already hashed with `hash_blocks` (same block size and root seed)."""
+        if not candidates:
+            raise ValueError("no candidate workers")
+        approx = self.config.mode is RouterMode.APPROX
+        overlaps = self._approx.find_matches(hashes) if approx else self.index.find_matches(hashes)
+        sizes_of = self._approx.num_blocks if approx else self.index.num_blocks
+        bs, weight = self.config.block_size, self.config.overlap_weight
+        loads = self._load.views(candidates)
+        scores = score_candidates(candidates, overlaps, loads, prompt_tokens, bs, weight)
+        ctx = RoutingContext(candidates, scores, loads, sizes_of)
+        chosen = scores[self._policy.select(ctx)]
+        overlap_tokens = chosen.overlap_blocks * bs
+        return Decision(
+            worker_id=chosen.worker_id,
+            mode=self.config.mode,
+            prompt_tokens=prompt_tokens,
+            overlap_blocks=chosen.overlap_blocks,
+            overlap_tokens=overlap_tokens,
+            uncached_tokens=max(0, prompt_tokens - overlap_tokens),
+            cost=chosen.cost,
+            block_hashes=tuple(hashes),
+            scores=tuple(scores),
+        )
+
+    # --- request life cycle -----------------------------------------------
+    def on_request_start(self, request_id: RequestId, decision: Decision) -> None:
+        """Commit a decision: the request was sent. Raises ValueError if ``request_id`` is in flight."""
+        self._load.start(request_id, decision.worker_id, decision.prompt_tokens, decision.uncached_tokens)
+        if self.config.mode is RouterMode.APPROX:
+            self._approx.learn(decision.worker_id, decision.block_hashes)
+
+    def on_prefill_done(self, request_id: RequestId) -> None:
+        """First token received (or remote prefill finished). Idempotent; unknown ids ignored."""
+        self._load.prefill_done(request_id)
+
+    def on_request_finish(self, request_id: RequestId) -> None:
+        """The request ended for any reason. Unknown ids ignored."""
+        self._load.finish(request_id)
+
+    def load_of(self, worker_id: WorkerId) -> LoadView:
+        """The load the cost function uses for a worker."""
+        return self._load.view(worker_id)
