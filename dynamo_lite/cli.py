@@ -15,7 +15,7 @@ from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec
 from dynamo_lite.infra import MissingBinary, ProcessFailed
 from dynamo_lite.state import pid_alive, read_state
 from dynamo_lite.status import cluster_status, render
-from dynamo_lite.supervisor import AlreadyRunning, Supervisor
+from dynamo_lite.supervisor import AlreadyRunning, Component, Endpoints, Supervisor
 
 EXIT_CONFIG = 2
 EXIT_FAILED = 1
@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
-    supervisor = Supervisor(spec, args.file.resolve())
+    supervisor = Supervisor(spec, args.file.resolve(), component_factories=[_worker_pools])
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -83,6 +83,12 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _worker_pools(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+    from dynamo_lite.worker.pool import local_pools
+
+    return list(local_pools(spec, spec_path, endpoints.nats_url, endpoints.etcd_url))
 
 
 def _status(spec: ClusterSpec, args: argparse.Namespace) -> int:

@@ -113,6 +113,14 @@ class FrontendSpec(Section):
     """Interface the OpenAI-compatible HTTP API listens on."""
     port: Port = 8000
     """Its port."""
+    max_concurrent_requests: Annotated[int, Field(ge=1)] = 256
+    """Admission control: requests beyond this many in flight get 429 with Retry-After."""
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+    """Largest request body accepted; a larger one gets 413."""
+    upstream_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    """Longest wait for a worker's first or next token before the request fails with 504."""
+    max_migrations: Annotated[int, Field(ge=0)] = 3
+    """A request whose worker fails mid-stream is resent to another worker at most this many times."""
     router: RouterSpec = RouterSpec()
     disaggregation: DisaggregationSpec = DisaggregationSpec()
 
@@ -122,13 +130,15 @@ class KvTransferSpec(Section):
     """vLLM KV connector that moves KV between prefill and decode (NixlConnector)."""
     buffer_device: Literal["cpu", "cuda"] = "cpu"
     """Where NIXL's transfer buffers live: cpu here, cuda on GPU machines."""
+    progress_delay_us: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    """Sleep of NIXL's progress thread between polls; null: 1000 on cpu (NIXL busy-polls otherwise), 0 on cuda."""
 
 
 class VllmEngineSpec(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """auto: float32 on a CPU (bf16 prefill is much slower on AVX2), the model's dtype on a GPU."""
-    kv_cache_gib: Annotated[float, Field(gt=0)] = 1.0
-    """KV cache size on a CPU (VLLM_CPU_KVCACHE_SPACE); ignored on GPU (see gpu_memory_utilization)."""
+    kv_cache_gib: Annotated[int, Field(ge=1)] = 1
+    """KV cache size in whole GiB on a CPU (VLLM_CPU_KVCACHE_SPACE); ignored on GPU (see gpu_memory_utilization)."""
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
     """Fraction of GPU memory vLLM may use (GPU machines only)."""
     enforce_eager: bool = True

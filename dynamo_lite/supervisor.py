@@ -1,7 +1,7 @@
 """`orchestrator up`: bring a cluster up from its spec, hold it, take it down in order.
 
 Start order: embedded etcd and NATS (when the spec names no external ones), then
-each component in the order given. Stop order is the reverse: components first
+each stage of components in the order given (the components of a stage together). Stop order is the reverse: components first
 (last started, first stopped, so workers can still revoke leases and drain over
 NATS), then NATS, then etcd. Every child process is started with a parent-death
 signal, so even a killed supervisor leaves no orphans.
@@ -38,7 +38,8 @@ class Component(Protocol):
     def processes(self) -> list[ProcessInfo]: ...
 
 
-ComponentFactory = Callable[[ClusterSpec, "Endpoints"], list[Component]]
+ComponentFactory = Callable[[ClusterSpec, Path, "Endpoints"], list[Component]]
+"""Makes the components of one stage (all worker pools, say) from the spec, its path and the endpoints."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,13 @@ class Supervisor:
         endpoints = await self._start_infra()
         self._write_state(endpoints)
         for factory in self.component_factories:
-            for component in factory(self.spec, endpoints):
-                await self._step(f"starting {component.name}", component.start())
-                self.components.append(component)
+            stage = factory(self.spec, self.spec_path, endpoints)
+            # A stage's components start together (pools load their engines in parallel); a
+            # component is stopped at shutdown if it was asked to start, even if it failed to.
+            self.components.extend(stage)
+            try:
+                await asyncio.gather(*(self._step(f"starting {c.name}", c.start()) for c in stage))
+            finally:
                 self._write_state(endpoints)
 
     async def shutdown(self) -> None:

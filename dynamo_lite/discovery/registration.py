@@ -32,11 +32,21 @@ class WorkerRegistration:
         self.registered = asyncio.Event()
         """Set while the record is known to be in etcd; cleared while re-registering."""
 
-    async def start(self) -> None:
-        """Register now (raises if etcd is unreachable) and keep the lease alive in the background."""
+    async def start(self, timeout_s: float = 30.0) -> None:
+        """Register (retrying while etcd is unreachable, up to `timeout_s`), then keep the lease alive."""
         if self._task is not None:
             return
-        await self._register()
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            try:
+                await self._register()
+                break
+            except ETCD_UNAVAILABLE as e:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise RuntimeError(f"worker {self.record.worker_id}: etcd unreachable for {timeout_s:.0f} s") from e
+                log.warning("worker %s: etcd unreachable (%s); retrying registration",
+                            self.record.worker_id, type(e).__name__)
+                await asyncio.sleep(0.5)
         self._task = asyncio.create_task(self._keep_alive(), name=f"lease-keepalive-{self.record.worker_id}")
 
     async def update(self, record: WorkerRecord) -> None:

@@ -25,6 +25,7 @@ from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 
 from dynamo_lite.protocol import PrefillJob, PrefillResult, WorkerId, prefill_subject
@@ -67,70 +68,77 @@ class PrefillConsumer:
         self.concurrency = concurrency
         self.settings = settings
         self.nak_delay_s = nak_delay_s
-        self._pullers: list[asyncio.Task[None]] = []
+        self._puller: asyncio.Task[None] | None = None
+        self._sub: JetStreamContext.PullSubscription | None = None
+        self._jobs: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._busy: set[asyncio.Task[None]] = set()
         self.jobs_done = 0
         self.jobs_failed = 0
 
     async def start(self) -> None:
-        if self._pullers:
+        if self._puller is not None:
             return
         await ensure_stream(self.js, self.namespace, self.settings)
+        config = consumer_config(self.model, self.namespace, self.settings)
         sub = await self.js.pull_subscribe(
             prefill_subject(self.namespace, self.model),
-            durable=consumer_config(self.model, self.namespace, self.settings).durable_name,
+            durable=config.durable_name,
             stream=stream_name(self.namespace),
-            config=consumer_config(self.model, self.namespace, self.settings),
+            config=config,
         )
         self._stopping.clear()
-        self._pullers = [
-            asyncio.create_task(self._pull(sub), name=f"prefill-puller-{self.worker_id}-{i}")
-            for i in range(self.concurrency)
-        ]
+        self._sub = sub
+        self._puller = asyncio.create_task(self._pull(sub), name=f"prefill-puller-{self.worker_id}")
         log.info("worker %s: pulling prefill jobs for %s (%d at a time)", self.worker_id, self.model, self.concurrency)
 
     async def stop(self, drain_timeout_s: float = 30.0) -> None:
         """Stop pulling; let jobs in hand finish within the timeout, else hand them back.
 
-        Idle pullers are let finish their open fetch first: a pull request still open
-        on the server would swallow a job handed back below until `ack_wait`.
+        The puller is let finish its open fetch first: a pull request still open on
+        the server would swallow a job handed back below until `ack_wait`.
         """
         self._stopping.set()
-        if not self._pullers:
+        if self._puller is None:
             return
-        idle = [t for t in self._pullers if t not in self._busy]
-        if idle:
-            await asyncio.wait(idle, timeout=_FETCH_WAIT_S + 1.0)
-        working = [t for t in self._pullers if not t.done()]
-        if working:
-            _, unfinished = await asyncio.wait(working, timeout=drain_timeout_s)
+        await asyncio.wait([self._puller], timeout=_FETCH_WAIT_S + 1.0)
+        self._puller.cancel()
+        await asyncio.gather(self._puller, return_exceptions=True)
+        self._puller = None
+        if self._sub is not None:
+            # Drop the fetch inbox: status replies left in it would stall a later NATS drain.
+            with contextlib.suppress(NatsError):
+                await self._sub.unsubscribe()
+            self._sub = None
+        if self._jobs:
+            _, unfinished = await asyncio.wait(self._jobs, timeout=drain_timeout_s)
             for task in unfinished:
                 task.cancel()  # _run_one naks the job it holds, so it is redelivered at once
-        await asyncio.gather(*self._pullers, return_exceptions=True)
-        self._pullers = []
+            await asyncio.gather(*unfinished, return_exceptions=True)
 
     async def _pull(self, sub: object) -> None:
-        me = asyncio.current_task()
-        assert me is not None
+        """One fetch at a time (a pull subscription is not for concurrent fetches), up to
+        `concurrency` jobs running."""
+        slots = asyncio.Semaphore(self.concurrency)
         while not self._stopping.is_set():
+            await slots.acquire()
             try:
                 msgs = await sub.fetch(1, timeout=_FETCH_WAIT_S)  # type: ignore[attr-defined]
             except (FetchTimeoutError, NatsTimeoutError):
+                slots.release()
                 continue
             except ConnectionClosedError:
                 log.info("worker %s: NATS connection closed; no more prefill jobs", self.worker_id)
                 return
             except NatsError as e:  # disconnected or reconnecting: the client recovers by itself
+                slots.release()
                 log.warning("worker %s: fetching prefill jobs failed (%s); retrying", self.worker_id, e)
                 await asyncio.sleep(_FETCH_WAIT_S / 2)
                 continue
-            self._busy.add(me)
-            try:
-                for msg in msgs:
-                    await self._run_one(msg)
-            finally:
-                self._busy.discard(me)
+            for msg in msgs:
+                job = asyncio.create_task(self._run_one(msg))
+                self._jobs.add(job)
+                job.add_done_callback(self._jobs.discard)
+                job.add_done_callback(lambda _: slots.release())
 
     async def _run_one(self, msg: Msg) -> None:
         try:

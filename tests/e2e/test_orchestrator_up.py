@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import msgspec
+import psutil
 import pytest
 
 from dynamo_lite.state import ClusterState, pid_alive
@@ -96,3 +97,30 @@ def test_killed_supervisor_takes_its_children_along(tmp_path: Path) -> None:
     os.kill(up.pid, signal.SIGKILL)
     up.wait()
     assert wait_gone(pids, 10) == [], "children get SIGTERM from the kernel when the supervisor dies"
+
+
+def test_up_runs_worker_pools_and_stops_them_all(tmp_path: Path) -> None:
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(
+        f"namespace: pools\nstate_dir: {tmp_path / 'state'}\n"
+        "models: [{name: m, path: 'builtin:tiny', block_size: 16}]\n"
+        "pools:\n"
+        "  - {name: prefill, role: prefill, engine: mock, replicas: 2}\n"
+        "  - {name: decode, role: decode, engine: mock}\n"
+    )
+    up = start_up(spec)
+    try:
+        state = msgspec.json.decode((tmp_path / "state" / "cluster.json").read_bytes(), type=ClusterState)
+        agents = [p.pid for p in state.processes if p.name.startswith("worker ")]
+        assert len(agents) == 3
+        status = subprocess.run(orchestrator("status", "-f", str(spec)), capture_output=True, text=True, timeout=30)
+        assert status.returncode == 0, status.stdout
+        assert "workers (3):" in status.stdout
+        rows = [line.split() for line in status.stdout.splitlines() if line.strip().startswith(("prefill ", "decode "))]
+        assert sorted(r[0] for r in rows) == ["decode", "prefill", "prefill"]
+        family = [c.pid for pid in agents for c in psutil.Process(pid).children(recursive=True)] + agents
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=90) == 0
+        assert wait_gone(family + [p.pid for p in state.processes], 10) == [], "agents and engines all stopped"
+    finally:
+        up.kill()

