@@ -42,8 +42,8 @@ def test_defaults_and_references() -> None:
 
 
 def test_unknown_key_names_path_and_suggests() -> None:
-    assert error_of("frontend:\n  host: 0.0.0.0\n  prot: 8000\n") == (
-        "c.yaml:3: frontend.prot: unknown key (allowed: disaggregation, host, port, router); did you mean 'port'?"
+    assert error_of("etcd:\n  host: 0.0.0.0\n  prot: 2379\n") == (
+        "c.yaml:3: etcd.prot: unknown key (allowed: host, lease_ttl_s, port, url); did you mean 'port'?"
     )
 
 
