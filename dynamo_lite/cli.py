@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
-    supervisor = Supervisor(spec, args.file.resolve(), component_factories=[_worker_pools])
+    supervisor = Supervisor(spec, args.file.resolve(), component_factories=[_models, _worker_pools])
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -83,6 +83,13 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _models(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+    from dynamo_lite.worker.pool import ModelPreparation
+
+    preparation = ModelPreparation(spec)
+    return [preparation] if preparation.paths else []
 
 
 def _worker_pools(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:

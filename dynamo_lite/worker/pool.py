@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 
@@ -18,15 +19,14 @@ from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import ManagedProcess, ProcessFailed
 from dynamo_lite.state import ProcessInfo
 
-_cores = count()
-"""Round-robin CPU cores for CPU engines across every pool of this supervisor."""
-
-
 class LocalPool:
     """Component: the replicas of one pool, as agent processes."""
 
-    def __init__(self, spec: ClusterSpec, spec_path: Path, pool: PoolSpec, nats_url: str, etcd_url: str) -> None:
+    def __init__(self, spec: ClusterSpec, spec_path: Path, pool: PoolSpec, nats_url: str, etcd_url: str,
+                 cores: Iterator[int] | None = None) -> None:
         self.spec = spec
+        self.cores = cores if cores is not None else count()
+        """CPU cores handed out round-robin to CPU engines (shared by the pools of one supervisor)."""
         self.spec_path = spec_path
         self.pool = pool
         self.nats_url = nats_url
@@ -54,7 +54,7 @@ class LocalPool:
                 "--replica", str(index), "--worker-id", worker_id,
                 "--nats-url", self.nats_url, "--etcd-url", self.etcd_url]
         if self.pool.engine == "vllm":
-            argv += ["--cpu-core", str(next(_cores) % (os.cpu_count() or 1))]
+            argv += ["--cpu-core", str(next(self.cores) % (os.cpu_count() or 1))]
         log = self.spec.resolved_state_dir() / "logs" / f"{worker_id}.agent.log"
         process = ManagedProcess(f"worker {worker_id}", argv, log)
         process.start()
@@ -83,4 +83,28 @@ def local_pools(spec: ClusterSpec, spec_path: Path, nats_url: str, etcd_url: str
     """Prefill pools first, so decode workers find them; aggregated and decode after."""
     order = {"prefill": 0, "aggregated": 1, "decode": 2}
     pools = sorted(spec.pools, key=lambda p: order[p.role.value])
-    return [LocalPool(spec, spec_path, p, nats_url, etcd_url) for p in pools if p.replicas > 0]
+    cores = count()
+    return [LocalPool(spec, spec_path, p, nats_url, etcd_url, cores) for p in pools if p.replicas > 0]
+
+
+class ModelPreparation:
+    """Component: make every model the vLLM pools serve ready before their workers start
+    (SmolLM2 is converted once from its GGUF file; this shows that step on its own)."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.paths = sorted({spec.model_of(p).path for p in spec.pools if p.engine == "vllm" and p.replicas > 0})
+        self.name = f"model preparation ({', '.join(self.paths)})"
+
+    def processes(self) -> list[ProcessInfo]:
+        return []
+
+    async def start(self) -> None:
+        from dynamo_lite.engines.models import resolve_model
+
+        cache = self.spec.resolved_state_dir() / "models"
+        for path in self.paths:
+            await asyncio.to_thread(resolve_model, path, cache)
+
+    async def stop(self) -> None:
+        return None

@@ -10,6 +10,7 @@ Built models are cached under `cache_dir` (the cluster's state directory, `model
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 from dynamo_lite.engines.models.smollm2 import build_smollm2
@@ -23,12 +24,19 @@ class ModelNotFound(RuntimeError):
 
 
 def resolve_model(path: str, cache_dir: Path) -> Path:
-    """The directory to serve for a `models[].path`; builds a builtin model on first use."""
+    """The directory to serve for a `models[].path`; builds a builtin model on first use.
+
+    Safe to call from several processes at once: one builds, the others wait for it.
+    """
     if path in BUILTIN:
         name, build = BUILTIN[path]
         target = cache_dir / name
         if not (target / "config.json").is_file():
-            build(target)
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            with open(cache_dir / f".{name}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not (target / "config.json").is_file():
+                    build(target)
         return target
     local = Path(path).expanduser()
     if not (local / "config.json").is_file():
