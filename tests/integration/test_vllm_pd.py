@@ -162,8 +162,9 @@ async def test_prefill_job_survives_its_agent_being_killed(cluster: Cluster, age
     try:
         os.kill(engine_pid, signal.SIGSTOP)  # the engine freezes: the job stays in the agent's hands
         job = asyncio.create_task(submitter.prefill(RequestId("pd-kill"), "tiny", prompt, timeout_s=START_S))
-        while (await queue_depth(nc.jetstream(), NS, "tiny")).in_flight < 1:
-            await asyncio.sleep(0.1)
+        async with asyncio.timeout(60):
+            while (await queue_depth(nc.jetstream(), NS, "tiny")).in_flight < 1:
+                await asyncio.sleep(0.1)
         cluster.agents["p1"].proc.kill()  # dies holding the job, never acks
         cluster.agents["p1"].proc.wait()
         os.kill(engine_pid, signal.SIGCONT)  # lets the orphaned engine act on its parent-death SIGTERM
