@@ -4,8 +4,8 @@ Start order: bind the KV-event relay (so the engine has a subscriber from its fi
 event), start or attach the engine, connect NATS, register in etcd under a lease,
 publish load, and on prefill workers pull jobs from the prefill queue.
 Stop order (bounded at every step): revoke the lease (routers drop the worker at
-once), stop pulling and hand back unfinished jobs, stop load and KV-event
-publishing, drain NATS, stop the engine.
+once), stop pulling and hand back unfinished jobs, let the engine finish the
+requests it runs, stop load and KV-event publishing, drain NATS, stop the engine.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from dataclasses import dataclass
 
 import aiohttp
 import msgspec
+from prometheus_client import CollectorRegistry
 from nats.aio.client import Client as NatsClient
 
 from dynamo_lite.discovery import WorkerRegistration, etcd_client
 from dynamo_lite.protocol import (
     LoadReport,
+    PrefillJob,
+    PrefillResult,
     RelayedKvEvents,
     Role,
     WorkerId,
@@ -34,7 +37,8 @@ from dynamo_lite.protocol import (
 from dynamo_lite.queue import PrefillConsumer, QueueSettings, connect_nats
 from dynamo_lite.worker.engine import EngineHandle
 from dynamo_lite.worker.kv_relay import KvEventRelay
-from dynamo_lite.worker.load_reporter import LoadReporter, cache_blocks
+from dynamo_lite.worker.load_reporter import LoadReporter, cache_blocks, parse_engine_metrics
+from dynamo_lite.worker.metrics import MetricsServer, WorkerMetrics
 from dynamo_lite.worker.prefill import EnginePrefill
 
 log = logging.getLogger(__name__)
@@ -68,12 +72,19 @@ class WorkerAgent:
         self.etcd = etcd_client(settings.etcd_url)
         self.registration: WorkerRegistration | None = None
         self.consumer: PrefillConsumer | None = None
+        self.registry = CollectorRegistry()
+        self.metrics = WorkerMetrics(self.registry)
+        self.metrics.registered.set_function(
+            lambda: float(self.registration is not None and self.registration.registered.is_set()))
+        self.metrics_server = MetricsServer(self.registry)
+        self.prefill_handler: EnginePrefill | None = None
         self.relay = KvEventRelay(settings.worker_id, engine.kv_events_bind, self._publish_events,
                                   replay_endpoint=engine.kv_events_replay)
         self.load = LoadReporter(settings.worker_id, engine.url, self._publish_load, settings.load_interval_s)
 
     async def start(self) -> None:
         s = self.settings
+        await self.metrics_server.start()
         self.relay.start()
         self.nc = await connect_nats(s.nats_url, f"worker-{s.worker_id}")
         await self.engine.start()
@@ -83,8 +94,8 @@ class WorkerAgent:
         await self.registration.start()
         self.load.start(self.session)
         if s.role == Role.PREFILL:
-            handler = EnginePrefill(s.worker_id, self.engine.url, self.session)
-            self.consumer = PrefillConsumer(self.nc, s.namespace, s.model, s.worker_id, handler,
+            self.prefill_handler = EnginePrefill(s.worker_id, self.engine.url, self.session)
+            self.consumer = PrefillConsumer(self.nc, s.namespace, s.model, s.worker_id, self._prefill,
                                             concurrency=s.prefill_concurrency, settings=s.queue)
             await self.consumer.start()
         log.info("worker %s (%s, %s) ready: engine %s", s.worker_id, s.role.value, s.model, self.engine.url)
@@ -95,12 +106,14 @@ class WorkerAgent:
         steps: list[tuple[str, Awaitable[object] | None]] = [
             ("revoking lease", self.registration.stop() if self.registration else None),
             ("handing back prefill jobs", self.consumer.stop(s.drain_timeout_s) if self.consumer else None),
+            ("draining engine", self._drain_engine(s.drain_timeout_s) if self.session else None),
             ("stopping load reports", self.load.stop()),
             ("stopping KV event relay", self.relay.stop()),
             ("draining NATS", self.nc.drain() if self.nc is not None and not self.nc.is_closed else None),
             ("closing etcd client", self.etcd.close()),
             ("closing HTTP session", self.session.close() if self.session else None),
             ("stopping engine", self.engine.stop()),
+            ("stopping metrics server", self.metrics_server.stop()),
         ]
         for what, step in steps:
             if step is None:
@@ -109,6 +122,28 @@ class WorkerAgent:
             await step
             log.info("worker %s: %s: done in %.1f s", s.worker_id, what, time.monotonic() - started)
         log.info("worker %s stopped", s.worker_id)
+
+    async def _drain_engine(self, timeout_s: float) -> None:
+        """Wait, at most `timeout_s`, until the engine has no running or waiting request.
+
+        Routers dropped this worker when its lease went, so nothing new arrives
+        (a request routed just before gets a moment: idle must be seen twice).
+        """
+        assert self.session is not None
+        deadline, idle_seen = time.monotonic() + timeout_s, 0
+        while idle_seen < 2:
+            if time.monotonic() > deadline:
+                log.warning("worker %s: engine still busy after %.0f s of draining", self.settings.worker_id, timeout_s)
+                return
+            try:
+                async with self.session.get(f"{self.engine.url}/metrics",
+                                            timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                    m = parse_engine_metrics(await resp.text())
+            except (aiohttp.ClientError, TimeoutError):
+                return  # the engine is gone: nothing left to drain
+            busy = m.get("vllm:num_requests_running", 0) + m.get("vllm:num_requests_waiting", 0)
+            idle_seen = idle_seen + 1 if busy == 0 else 0
+            await asyncio.sleep(0.25)
 
     async def _record(self) -> WorkerRecord:
         assert self.session is not None
@@ -119,14 +154,29 @@ class WorkerAgent:
             worker_id=s.worker_id, role=s.role, model=s.model, engine_url=self.engine.url,
             block_size=s.block_size, kv_capacity_blocks=capacity, nixl_side_channel=self.engine.nixl_side_channel,
             pool=s.pool, pid=self.engine.pid or os.getpid(), started_at=time.time(),
+            agent_url=self.metrics_server.url,
         )
 
-    async def _publish_events(self, relayed: RelayedKvEvents) -> None:
+    async def _prefill(self, job: PrefillJob) -> PrefillResult:
+        assert self.prefill_handler is not None
+        started = time.monotonic()
+        try:
+            result = await self.prefill_handler(job)
+        except BaseException:
+            self.metrics.prefill_jobs.labels("failed").inc()
+            raise
+        self.metrics.prefill_jobs.labels("done").inc()
+        self.metrics.prefill_seconds.observe(time.monotonic() - started)
+        return result
+
+    async def _publish_events(self, relayed: RelayedKvEvents, replayed: bool) -> None:
+        self.metrics.kv_batches.labels("replayed" if replayed else "live").inc()
         if self.nc is not None:
             await self.nc.publish(kv_events_subject(self.settings.namespace, self.settings.worker_id),
                                   msgspec.json.encode(relayed))
 
     async def _publish_load(self, report: LoadReport) -> None:
+        self.metrics.load_reports.inc()
         if self.nc is not None:
             await self.nc.publish(load_subject(self.settings.namespace, self.settings.worker_id),
                                   msgspec.json.encode(report))

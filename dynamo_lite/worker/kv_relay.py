@@ -24,7 +24,8 @@ from dynamo_lite.protocol import KvEventBatch, RelayedKvEvents, WorkerId
 log = logging.getLogger(__name__)
 
 END_SEQ = -1
-Publish = Callable[[RelayedKvEvents], Awaitable[None]]
+Publish = Callable[[RelayedKvEvents, bool], Awaitable[None]]
+"""publish(batch, replayed): `replayed` is True for a batch recovered from the replay socket."""
 
 
 class KvEventRelay:
@@ -80,14 +81,15 @@ class KvEventRelay:
                 continue  # already relayed through a replay
             await self._relay(seq, payload)
 
-    async def _relay(self, seq: int, payload: bytes) -> None:
+    async def _relay(self, seq: int, payload: bytes, replayed: bool = False) -> None:
         try:
             batch = self._decoder.decode(payload)
         except msgspec.DecodeError as e:
             log.error("worker %s: undecodable KV event batch %d dropped: %s", self.worker_id, seq, e)
         else:
-            await self.publish(RelayedKvEvents(worker_id=self.worker_id, seq=seq, batch=batch))
+            await self.publish(RelayedKvEvents(worker_id=self.worker_id, seq=seq, batch=batch), replayed)
             self.batches_relayed += 1
+            self.batches_replayed += replayed
         self.next_seq = seq + 1
 
     async def _replay(self, first: int, upto: int) -> None:
@@ -106,8 +108,7 @@ class KvEventRelay:
                 if seq == END_SEQ or seq >= upto:
                     break
                 if seq >= self.next_seq:
-                    await self._relay(seq, payload)
-                    self.batches_replayed += 1
+                    await self._relay(seq, payload, replayed=True)
         except TimeoutError:
             log.warning("worker %s: KV event replay from %d timed out", self.worker_id, first)
         finally:

@@ -108,6 +108,11 @@ async def test_prefill_and_decode_agents_move_a_request(
         seqs = [e.seq for e in events if e.worker_id == worker]
         assert seqs == list(range(len(seqs))), "relayed in order, from the engine's first batch"
     assert {r.worker_id for r in loads} == {"p0", "d0"}
+    async with aiohttp.ClientSession() as s, s.get(f"{p.agent_url}/metrics") as r:
+        agent_metrics = await r.text()
+    assert 'dynamo_lite_worker_prefill_jobs_total{outcome="done"} 1.0' in agent_metrics
+    assert 'dynamo_lite_worker_kv_event_batches_total{path="live"}' in agent_metrics
+    assert "dynamo_lite_worker_registered 1.0" in agent_metrics
     await submitter.stop()
 
 
@@ -165,7 +170,7 @@ async def test_relay_replays_events_published_before_it_listened(tmp_path: Path)
                     assert r.status == 200
             relayed: list[RelayedKvEvents] = []
 
-            async def publish(batch: RelayedKvEvents) -> None:
+            async def publish(batch: RelayedKvEvents, replayed: bool) -> None:
                 relayed.append(batch)
 
             relay = KvEventRelay(WorkerId("w"), f"tcp://127.0.0.1:{events_port}", publish,
