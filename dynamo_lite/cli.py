@@ -26,6 +26,8 @@ Run an OpenAI-compatible LLM service on a fleet of vLLM workers.
   orchestrator up -f cluster.yaml       bring the cluster up (foreground; Ctrl-C stops it)
   orchestrator status -f cluster.yaml   what runs where, and whether it is healthy
   orchestrator down -f cluster.yaml     stop a cluster started by `up`
+  orchestrator render k8s -f cluster.yaml -o DIR
+                                        the same cluster as Kubernetes manifests
 
 cluster.yaml is described in README.md; examples are in deploy/examples/.
 NATS and etcd are started for you unless the spec names external ones.
@@ -64,11 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     command("status", "show the cluster's processes, their health and the registered workers", _status)
     down = command("down", "stop the cluster that `orchestrator up` runs for this spec", _down)
     down.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for an orderly stop")
+    from dynamo_lite.k8s.render import add_render_command
+
+    add_render_command(sub)
     return parser
 
 
 def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
-    supervisor = Supervisor(spec, args.file.resolve(), component_factories=[_models, _worker_pools])
+    stages = [_models, _observability, _worker_pools]
+    supervisor = Supervisor(spec, args.file.resolve(), component_factories=stages)
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -90,6 +96,16 @@ def _models(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Co
 
     preparation = ModelPreparation(spec)
     return [preparation] if preparation.paths else []
+
+
+def _observability(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+    from dynamo_lite.observability.prometheus import EmbeddedPrometheus
+    from dynamo_lite.observability.targets import TargetsWriter, targets_file
+
+    stage: list[Component] = [TargetsWriter(spec, endpoints.etcd_url)]
+    if spec.observability.prometheus.enabled:
+        stage.append(EmbeddedPrometheus(spec.observability.prometheus, spec.resolved_state_dir(), targets_file(spec)))
+    return stage
 
 
 def _worker_pools(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:

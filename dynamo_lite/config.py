@@ -218,6 +218,103 @@ class PlannerSpec(Section):
     """SLO on time to first token (sla policy, and goodput on dashboards)."""
     itl_target_ms: Annotated[float, Field(gt=0)] = 50.0
     """SLO on inter-token latency."""
+    max_step: Annotated[int, Field(ge=1)] = 1
+    """Most workers added to or removed from a pool per decision."""
+    cooldown_s: Annotated[float, Field(ge=0)] = 60.0
+    """After a pool scales up, its size is held this long (new workers start and absorb load)."""
+    scale_down_after: Annotated[int, Field(ge=1)] = 3
+    """A pool shrinks only after this many decisions in a row asked for fewer workers."""
+    prefill_queue_up: Annotated[float, Field(gt=0)] = 4.0
+    """load policy: pending prefill jobs per prefill worker above which prefill scales up."""
+    prefill_queue_down: Annotated[float, Field(ge=0)] = 0.5
+    """load policy: ...below which it may scale down."""
+    prefill_busy_up: Annotated[float, Field(gt=0)] = 3.0
+    """load policy: prefill jobs in hand (pending + in flight) per prefill worker above which prefill scales up."""
+    prefill_busy_down: Annotated[float, Field(ge=0)] = 1.0
+    """load policy: prefill scales down only if the jobs in hand fit one worker fewer at this many each."""
+    decode_kv_up: Annotated[float, Field(gt=0, le=1)] = 0.8
+    """load policy: mean decode KV-cache usage (0..1) above which decode scales up."""
+    decode_kv_down: Annotated[float, Field(ge=0, lt=1)] = 0.3
+    """load policy: ...below which it may scale down."""
+    decode_waiting_up: Annotated[float, Field(gt=0)] = 2.0
+    """load policy: requests waiting per decode worker above which decode scales up."""
+    trend_horizon_s: Annotated[float, Field(ge=0)] = 30.0
+    """load policy: act on the queue and KV usage projected this far ahead along their rising trend; 0: off."""
+    profile: str | None = None
+    """sla policy: engine profile JSON (`python -m planner.profiler`). Default: the mock engine's shipped profile."""
+    metrics_port: Port = 0
+    """Port of the planner's Prometheus /metrics (on the frontend's host); 0 picks a free one."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlannerSpec:
+        if (self.prefill_queue_down >= self.prefill_queue_up or self.decode_kv_down >= self.decode_kv_up
+                or self.prefill_busy_down >= self.prefill_busy_up):
+            raise ValueError("each *_down threshold must be below its *_up threshold")
+        if self.prefill.min_replicas + self.decode.min_replicas > self.max_total_replicas:
+            raise ValueError("prefill.min_replicas + decode.min_replicas exceed max_total_replicas")
+        return self
+
+
+class KubernetesPoolSpec(Section):
+    pool: Name
+    """Name of the pool in `pools` these settings apply to."""
+    gpus: Annotated[int, Field(ge=0)] = 0
+    """GPUs per worker (limit of `gpu_resource` on the engine container); 0: a CPU worker."""
+    gpu_resource: str = "nvidia.com/gpu"
+    """Extended resource name of the GPUs (the device plugin's)."""
+    cpu: str = "2"
+    """CPU request and limit of the engine container, in Kubernetes quantity notation."""
+    memory: str = "8Gi"
+    """Memory request and limit of the engine container."""
+    node_selector: dict[str, str] = {}
+    """Node labels the workers must run on, e.g. a GPU type."""
+    termination_grace_s: Annotated[int, Field(ge=10)] = 90
+    """Pod grace period: the agent revokes its lease and drains (up to 30 s) before the engine stops."""
+
+
+class KubernetesSpec(Section):
+    namespace: str | None = None
+    """Kubernetes namespace of every object; null: the cluster's `namespace`, lower-cased, `_` as `-`."""
+    image: str = "dynamo-lite:0.1.0"
+    """Image of the frontend, planner and worker agents, and of CPU engines (deploy/docker/Dockerfile)."""
+    gpu_image: str = "dynamo-lite:0.1.0-cuda"
+    """Image of the engine container in pools with `gpus` above 0 (the Dockerfile's `cuda` target)."""
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
+    """Pull policy of the dynamo_lite images."""
+    nats_image: str = "nats:2.10-alpine"
+    """Image of the NATS server (JetStream), when `nats.url` is absent."""
+    etcd_image: str = "quay.io/coreos/etcd:v3.5.17"
+    """Image of etcd, when `etcd.url` is absent."""
+    storage_class: str | None = None
+    """StorageClass of the NATS and etcd volumes; null: the cluster's default."""
+    nats_storage_gib: Annotated[int, Field(ge=1)] = 10
+    """Size of the NATS JetStream volume."""
+    etcd_storage_gib: Annotated[int, Field(ge=1)] = 2
+    """Size of the etcd data volume."""
+    frontend_replicas: Annotated[int, Field(ge=1)] = 1
+    """Frontend pods behind its Service."""
+    frontend_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
+    """How the OpenAI API is exposed."""
+    models_claim: str | None = None
+    """PersistentVolumeClaim with the model directories, mounted read-only at /models; null: builtin models only."""
+    pools: list[KubernetesPoolSpec] = []
+    """Per-pool pod settings (GPUs, CPU, memory); a pool not listed gets the defaults."""
+
+
+class PrometheusSpec(Section):
+    enabled: bool = False
+    """Start Prometheus (Debian package `prometheus`) with `orchestrator up`, scraping every component."""
+    host: str = "127.0.0.1"
+    """Interface its web UI and API listen on."""
+    port: Port = 9090
+    """Its port; 0 picks a free one."""
+    scrape_interval_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+    """How often every target is scraped."""
+
+
+class ObservabilitySpec(Section):
+    prometheus: PrometheusSpec = PrometheusSpec()
+    """`orchestrator up` always writes Prometheus file-SD targets to `<state_dir>/prometheus/targets.json`."""
 
 
 class ClusterSpec(Section):
@@ -233,6 +330,9 @@ class ClusterSpec(Section):
     pools: list[PoolSpec] = []
     """Worker pools: each a number of identical workers of one role, engine and model."""
     planner: PlannerSpec = PlannerSpec()
+    observability: ObservabilitySpec = ObservabilitySpec()
+    kubernetes: KubernetesSpec = KubernetesSpec()
+    """How `orchestrator render k8s` turns this spec into Kubernetes objects; unused by `orchestrator up`."""
 
     @model_validator(mode="after")
     def _references_resolve(self) -> ClusterSpec:
@@ -246,6 +346,11 @@ class ClusterSpec(Section):
                 )
             if pool.model is not None and pool.model not in names:
                 raise ValueError(f"pool {pool.name!r} uses model {pool.model!r}, which `models` does not define")
+        pools = {p.name for p in self.pools}
+        _unique("kubernetes.pools", [k.pool for k in self.kubernetes.pools])
+        for k in self.kubernetes.pools:
+            if k.pool not in pools:
+                raise ValueError(f"kubernetes.pools names pool {k.pool!r}, which `pools` does not define")
         return self
 
     def model_of(self, pool: PoolSpec) -> ModelSpec:

@@ -49,7 +49,8 @@ def test_unknown_key_names_path_and_suggests() -> None:
 
 def test_unknown_top_level_key() -> None:
     assert error_of("namespace: a\nworkers: []\n") == (
-        "c.yaml:2: workers: unknown key (allowed: etcd, frontend, models, namespace, nats, planner, pools, state_dir)"
+        "c.yaml:2: workers: unknown key (allowed: etcd, frontend, kubernetes, models, namespace, nats, observability, "
+        "planner, pools, state_dir)"
     )
 
 
@@ -116,15 +117,14 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_cli_prints_problem_and_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "cluster.yaml"
-    bad.write_text("namespace: ok\nplanner:\n  enabled: yes\n  interval: 5\n")
+    bad.write_text("namespace: ok\netcd:\n  host: 127.0.0.1\n  lease_ttl: 5\n")
     proc = subprocess.run(
         [sys.executable, "-m", "dynamo_lite.cli", "status", "-f", str(bad)], capture_output=True, text=True
     )
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         "error: invalid cluster spec",
-        f"{bad}:4: planner.interval: unknown key (allowed: decode, dry_run, enabled, interval_s, "
-        "itl_target_ms, max_total_replicas, policy, prefill, ttft_target_ms); did you mean 'interval_s'?",
+        f"{bad}:4: etcd.lease_ttl: unknown key (allowed: host, lease_ttl_s, port, url); did you mean 'lease_ttl_s'?",
     ]
 
 

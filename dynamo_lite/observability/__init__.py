@@ -1,0 +1,1 @@
+"""Observability: Prometheus targets for the running cluster, an embedded Prometheus, Grafana dashboards."""

@@ -1,0 +1,44 @@
+"""The table of every metric dynamo_lite exports, for README.md, built from the live registries.
+
+    python -m dynamo_lite.observability.catalog
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
+
+
+def _registries() -> list[tuple[str, Callable[[CollectorRegistry], object]]]:
+    from dynamo_lite.frontend.metrics import FrontendMetrics
+    from dynamo_lite.worker.metrics import WorkerMetrics
+
+    found: list[tuple[str, Callable[[CollectorRegistry], object]]] = [
+        ("frontend", FrontendMetrics), ("worker agent", WorkerMetrics)]
+    try:
+        from planner.metrics import PlannerMetrics
+    except ImportError:
+        return found
+    return [*found, ("planner", PlannerMetrics)]
+
+
+def catalog_markdown() -> str:
+    rows = ["| metric | type | labels | component | meaning |", "|---|---|---|---|---|"]
+    for component, make in _registries():
+        metrics = make(CollectorRegistry())
+        for metric in vars(metrics).values():
+            if not isinstance(metric, MetricWrapperBase):
+                continue
+            # prometheus-client keeps label names only on the wrapper (no public accessor).
+            kind = metric._type  # noqa: SLF001
+            name = metric._name + ("_total" if kind == "counter" else "")  # noqa: SLF001
+            labels = ", ".join(metric._labelnames) or "-"  # noqa: SLF001
+            doc = metric._documentation.replace("|", "/")  # noqa: SLF001
+            rows.append(f"| `{name}` | {kind} | {labels} | {component} | {doc} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(catalog_markdown())
