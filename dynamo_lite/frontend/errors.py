@@ -1,0 +1,72 @@
+"""OpenAI-shaped errors: `{"error": {"message", "type", "param", "code"}}` with the right status.
+
+Handlers raise `ApiError`; the `openai_errors` middleware turns it, aiohttp's own
+HTTP errors (unknown route 404, wrong method 405, body too large 413) and any
+unexpected exception (500, logged, message not leaked) into that shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    500: "internal_server_error",
+    502: "upstream_error",
+    503: "service_unavailable",
+    504: "timeout_error",
+}
+
+
+class ApiError(Exception):
+    """An error the client gets as OpenAI-shaped JSON."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.status, self.message, self.param, self.code)
+
+
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    kind = _TYPES.get(status, "invalid_request_error" if status < 500 else "internal_server_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=msgspec.json.encode(data), status=status, content_type="application/json",
+                        headers=headers)
+
+
+@web.middleware
+async def openai_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return json_response(e.body(), e.status, e.headers)
+    except web.HTTPRequestEntityTooLarge as e:
+        return json_response(error_body(413, f"Request body too large: the limit is {request.client_max_size} bytes.",
+                                        code="request_too_large"), 413)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return json_response(error_body(e.status, e.reason or "error"), e.status)
+    except Exception:  # noqa: BLE001 - the client gets a clean 500, the log gets the traceback
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return json_response(error_body(500, "Internal server error."), 500)

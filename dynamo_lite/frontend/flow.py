@@ -1,0 +1,210 @@
+"""The life of one request after validation: route, decide where prefill runs, stream
+from the decode worker, and move the request to another worker if its worker fails.
+
+`RequestFlow.run(request, result)` is an async generator of output `Piece`s; it fills
+`result` (usage, workers, migrations) as it goes. Errors before the first piece
+are `ApiError`s with the status the client should get (503 no worker, 504
+timeout, 400 engine refusal); after it, the caller turns them into an SSE error
+event. Closing the generator (client gone) closes the engine connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from prometheus_client import Histogram
+
+from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide_before_queue, decide_on_queue
+from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.fleet import Fleet, ModelFleet
+from dynamo_lite.frontend.metrics import FrontendMetrics
+from dynamo_lite.frontend.upstream import (
+    EngineClient, Piece, Sampling, StreamUsage, UpstreamRejected, UpstreamTimeout, WorkerFailed,
+)  # fmt: skip
+from dynamo_lite.protocol import KvTransferParams, RequestId, Role, WorkerId, WorkerRecord
+from dynamo_lite.queue import PrefillError, PrefillSubmitter
+from router import Decision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FlowSettings:
+    disagg: DisaggPolicy
+    prefill_timeout_s: float
+    max_migrations: int
+    ttft_target_s: float = 0.5  # SLO for the goodput counter (planner.ttft_target_ms)
+    itl_target_s: float = 0.05  # ... and planner.itl_target_ms
+    suspect_s: float = 10.0  # how long a worker that failed a request is avoided (the lease TTL is the most needed)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """A validated, tokenized request."""
+
+    request_id: RequestId
+    model: str
+    prompt_ids: list[int]
+    max_tokens: int
+    sampling: Sampling
+    arrival: float  # time.monotonic() when the request arrived
+    retokenize: Callable[[str], list[int]]  # text -> ids, for engines that return no token ids
+
+
+@dataclass
+class FlowResult:
+    """What the response needs besides the text; filled while the flow runs."""
+
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    finish_reason: str | None = None
+    workers: list[WorkerId] = field(default_factory=list)
+    migrations: int = 0
+
+
+class RequestFlow:
+    def __init__(self, fleet: Fleet, engines: EngineClient, submitter: PrefillSubmitter | None,
+                 metrics: FrontendMetrics, settings: FlowSettings) -> None:
+        self.fleet = fleet
+        self.engines = engines
+        self.submitter = submitter
+        self.metrics = metrics
+        self.settings = settings
+
+    async def run(self, req: GenerationRequest, result: FlowResult) -> AsyncIterator[Piece]:
+        fleet = self.fleet.get(req.model)
+        if fleet is None:
+            raise ApiError(404, f"The model `{req.model}` does not exist.", param="model", code="model_not_found")
+        generated: list[int] = []
+        failed: set[WorkerId] = set()
+        timing = _TokenTiming(req.arrival, self.metrics.ttft.labels(req.model), self.metrics.itl.labels(req.model))
+        while True:
+            candidates = fleet.candidates(exclude=failed)
+            if not candidates:
+                raise ApiError(503, f"No worker is available for model `{req.model}`" +
+                               (" (every worker tried has failed)." if failed else "."), code="no_worker_available")
+            prompt = req.prompt_ids + generated
+            started = time.perf_counter()
+            decision = fleet.router.route(prompt, candidates)
+            self.metrics.router_decision.labels(req.model).observe(time.perf_counter() - started)
+            self.metrics.routed_overlap_ratio.labels(req.model).observe(decision.overlap_tokens / len(prompt))
+            worker = fleet.workers[decision.worker_id]
+            self.metrics.routed.labels(req.model, worker.worker_id, decision.mode.value).inc()
+            self.metrics.routed_overlap.labels(req.model).inc(decision.overlap_tokens)
+            kv_params = await self._prefill(req, fleet, worker, decision, prompt)
+            attempt = RequestId(f"{req.request_id}#{len(result.workers)}")
+            result.workers.append(worker.worker_id)
+            usage = StreamUsage()
+            fleet.router.on_request_start(attempt, decision)
+            try:
+                async for piece in self.engines.stream(worker, req.request_id, req.model, prompt,
+                                                       req.max_tokens - len(generated), req.sampling, kv_params,
+                                                       usage):  # fmt: skip
+                    ids = piece.token_ids if piece.token_ids is not None else req.retokenize(piece.text)
+                    if (ids or piece.text) and timing.output(len(ids)):
+                        fleet.router.on_prefill_done(attempt)
+                    generated.extend(ids)
+                    if piece.finish_reason is not None:
+                        result.finish_reason = piece.finish_reason
+                    yield piece
+                # The engine's count where it reports one (vLLM with --enable-prompt-tokens-details,
+                # the mock), else the router's estimate; after a migration, the last worker's.
+                cached = usage.cached_tokens if usage.cached_tokens is not None else decision.overlap_tokens
+                result.cached_tokens = min(cached, len(req.prompt_ids))
+                result.completion_tokens = len(generated)
+                met = timing.within(self.settings.ttft_target_s, self.settings.itl_target_s)
+                self.metrics.slo.labels(req.model, "true" if met else "false").inc()
+                return
+            except WorkerFailed as e:
+                failed.add(worker.worker_id)
+                fleet.suspect(worker.worker_id, self.settings.suspect_s)
+                if len(generated) >= req.max_tokens:  # it failed after the last token: nothing to resend
+                    result.finish_reason, result.completion_tokens = "length", len(generated)
+                    yield Piece("", [], "length")
+                    return
+                if result.migrations >= self.settings.max_migrations:
+                    raise ApiError(502, f"Worker failed and the request was moved {result.migrations} time(s) "
+                                        f"already: {e}", code="worker_failed") from e  # fmt: skip
+                if not fleet.candidates(exclude=failed):
+                    raise ApiError(503, f"Worker failed and no other worker of model `{req.model}` is available: "
+                                        f"{e}", code="no_worker_available") from e  # fmt: skip
+                result.migrations += 1
+                stage = "mid_stream" if generated else "before_first_token"
+                self.metrics.migrations.labels(req.model, stage).inc()
+                log.warning("request %s: worker %s failed (%s) after %d tokens; migrating", req.request_id,
+                            worker.worker_id, e, len(generated))
+            except UpstreamTimeout as e:
+                raise ApiError(504, f"The worker did not answer in time: {e}", code="upstream_timeout") from e
+            except UpstreamRejected as e:
+                raise ApiError(400, e.args[0], code="engine_rejected") from e
+            finally:
+                fleet.router.on_request_finish(attempt)
+
+    async def _prefill(self, req: GenerationRequest, fleet: ModelFleet, worker: WorkerRecord, decision: Decision,
+                       prompt: list[int]) -> KvTransferParams | None:
+        """Decide where prefill runs; run it remotely when that wins. Returns the decode step's kv params."""
+        policy = self.settings.disagg
+        prefill_workers = fleet.count(Role.PREFILL) if self.submitter is not None else 0
+        reason = decide_before_queue(worker.role, prefill_workers, decision.uncached_tokens, policy)
+        params: KvTransferParams | None = None
+        if reason is None:
+            assert self.submitter is not None
+            try:
+                pending = (await self.submitter.depth(req.model)).pending
+                self.metrics.queue_depth.labels(req.model).set(pending)
+            except Exception as e:  # noqa: BLE001 - no depth known: treat the queue as backed up
+                log.warning("request %s: prefill queue depth unavailable (%s); prefilling locally", req.request_id, e)
+                pending = policy.max_prefill_queue
+            reason = decide_on_queue(pending, policy)
+        if reason is Reason.REMOTE:
+            assert self.submitter is not None
+            started = time.monotonic()
+            try:
+                done = await self.submitter.prefill(req.request_id, req.model, prompt, self.settings.prefill_timeout_s)
+                params = done.kv_transfer_params
+                self.metrics.queue_wait.labels(req.model).observe(time.monotonic() - started)
+            except PrefillError as e:
+                log.warning("request %s: remote prefill failed (%s); prefilling on %s", req.request_id, e,
+                            worker.worker_id)
+                reason = Reason.PREFILL_FAILED
+        self.metrics.disagg.labels(req.model, reason.value).inc()
+        log.debug("request %s -> %s (overlap %d, uncached %d, prefill %s)", req.request_id, worker.worker_id,
+                  decision.overlap_tokens, decision.uncached_tokens, reason.value)
+        return params
+
+
+class _TokenTiming:
+    """TTFT once per request (across migrations) and ITL per token, from output arrival times."""
+
+    def __init__(self, arrival: float, ttft: Histogram, itl: Histogram) -> None:
+        self.first: float | None = None
+        self.last: float | None = None
+        self.tokens = 0
+        self.arrival = arrival
+        self.ttft = ttft
+        self.itl = itl
+
+    def output(self, tokens: int) -> bool:
+        """Output arrived (`tokens` of it); True when it is the request's first."""
+        now = time.monotonic()
+        first = self.last is None
+        self.tokens += tokens
+        if first:
+            self.first = now
+            self.ttft.observe(now - self.arrival)
+        elif tokens:
+            gap = (now - self.last) / tokens  # type: ignore[operator]
+            for _ in range(tokens):
+                self.itl.observe(gap)
+        self.last = now
+        return first
+
+    def within(self, ttft_s: float, itl_s: float) -> bool:
+        """Whether TTFT and the mean inter-token latency met their targets."""
+        if self.first is None or self.last is None:
+            return False
+        mean_itl = (self.last - self.first) / (self.tokens - 1) if self.tokens > 1 else 0.0
+        return self.first - self.arrival <= ttft_s and mean_itl <= itl_s

@@ -1,0 +1,219 @@
+"""HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.
+
+A generation request is admitted (or refused with 429), validated, tokenized
+once, checked against the model's context length, then served by `RequestFlow`
+as one JSON answer or as server-sent events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+from aiohttp import web
+from jinja2 import TemplateError
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from dynamo_lite.frontend.app import STATE, FrontendState
+from dynamo_lite.frontend.errors import ApiError, json_response
+from dynamo_lite.frontend.flow import FlowResult, GenerationRequest
+from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest, parse_body
+from dynamo_lite.frontend.sse import DONE, ChatShape, CompletionShape, Shape, sse, usage_body
+from dynamo_lite.frontend.tokenizer import ModelTokenizer
+from dynamo_lite.frontend.upstream import Sampling
+from dynamo_lite.protocol import RequestId, Role
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
+LONG_INPUT_CHARS = 16_384  # inputs this long are tokenized off the event loop
+MODEL_LABEL = web.RequestKey("model_label", str)
+STATUS_LABEL = web.ResponseKey("status_label", str)  # overrides the HTTP status in the request counter
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", _counted("chat", chat_completions))
+    app.router.add_post("/v1/completions", _counted("completions", completions))
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+
+
+def _counted(endpoint: str, handler: Handler) -> Handler:
+    """Admission control, the in-flight gauge and the per-status request counter around a handler."""
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        state = request.app[STATE]
+        limit = state.config.frontend.max_concurrent_requests
+        if state.in_flight >= limit:
+            state.metrics.rejected.inc()
+            state.metrics.requests.labels("", endpoint, "429").inc()
+            raise ApiError(429, f"Too many requests in flight (limit {limit}); retry shortly.",
+                           code="rate_limit_exceeded", headers={"Retry-After": "1"})
+        state.in_flight += 1
+        status = "500"
+        try:
+            response = await handler(request)
+            status = response.get(STATUS_LABEL, str(response.status))
+            return response
+        except ApiError as e:
+            status = str(e.status)
+            raise
+        except BaseException:
+            status = "client_closed"
+            raise
+        finally:
+            state.in_flight -= 1
+            state.metrics.requests.labels(request.get(MODEL_LABEL, ""), endpoint, status).inc()
+
+    return wrapped
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = parse_body(await request.read(), ChatCompletionRequest)
+    tokenizer = _served(request, state, body.model)
+    try:
+        ids = await _off_loop_if_long(sum(len(m.text()) for m in body.messages), tokenizer.encode_chat, body.messages)
+    except TemplateError as e:  # e.g. a template that insists on alternating roles
+        raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
+    rid = f"chatcmpl-{uuid.uuid4().hex}"
+    return await _generate(request, state, body, ids, "messages", ChatShape(rid, body.model, int(time.time()),
+                                                                            body.include_usage))
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    body = parse_body(await request.read(), CompletionRequest)
+    tokenizer = _served(request, state, body.model)
+    prompt = body.prompt[0] if isinstance(body.prompt, list) and isinstance(body.prompt[0], (str, list)) \
+        else body.prompt
+    if isinstance(prompt, str):
+        ids = await _off_loop_if_long(len(prompt), tokenizer.encode_prompt, prompt)
+    else:
+        ids = list(prompt)  # type: ignore[arg-type]
+        if min(ids) < 0:
+            raise ApiError(400, "Invalid value for 'prompt': token ids must be >= 0.", param="prompt")
+    rid = f"cmpl-{uuid.uuid4().hex}"
+    return await _generate(request, state, body, ids, "prompt", CompletionShape(rid, body.model, int(time.time()),
+                                                                                body.include_usage))
+
+
+async def _off_loop_if_long(chars: int, encode: Callable[[T], list[int]], arg: T) -> list[int]:
+    """Tokenize; long inputs in a thread (the Rust tokenizer releases the GIL), so the loop keeps serving."""
+    if chars < LONG_INPUT_CHARS:
+        return encode(arg)
+    return await asyncio.to_thread(encode, arg)
+
+
+def _served(request: web.Request, state: FrontendState, model: str) -> ModelTokenizer:
+    tokenizer = state.tokenizers.get(model)
+    if tokenizer is None:
+        raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
+    request[MODEL_LABEL] = model
+    return tokenizer
+
+
+def _request(state: FrontendState, body: OpenAiRequest, ids: list[int], param: str, rid: str) -> GenerationRequest:
+    """Check the prompt against the context length and fill in max_tokens as vLLM does."""
+    max_len = state.models[body.model].max_model_len
+    if not ids:
+        raise ApiError(400, "The prompt is empty.", param=param)
+    limit = body.output_limit()
+    if len(ids) >= max_len or (limit is not None and len(ids) + limit > max_len):
+        asked = f" and {limit} for the completion" if limit is not None else ""
+        raise ApiError(400, f"This model's maximum context length is {max_len} tokens. However, you requested "
+                            f"{len(ids) + (limit or 0)} tokens ({len(ids)} in the {param}{asked}). Please reduce "
+                            f"the length of the {param} or completion.", param=param,
+                       code="context_length_exceeded")  # fmt: skip
+    sampling = Sampling(temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop_list(),
+                        presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty)
+    tokenizer = state.tokenizers[body.model]
+    return GenerationRequest(RequestId(rid), body.model, ids, limit or max_len - len(ids), sampling,
+                             time.monotonic(), tokenizer.encode_text)
+
+
+async def _generate(request: web.Request, state: FrontendState, body: OpenAiRequest, ids: list[int], param: str,
+                    shape: Shape) -> web.StreamResponse:  # fmt: skip
+    req = _request(state, body, ids, param, shape.id)
+    if state.flow is None:
+        raise ApiError(503, "The frontend is starting or stopping.", code="not_ready")
+    model = req.model
+    state.metrics.in_flight.labels(model).inc()
+    result = FlowResult()
+    try:
+        async with contextlib.aclosing(state.flow.run(req, result)) as pieces:
+            if body.stream:
+                response = await _stream(request, pieces, shape, body.include_usage, req, result)
+            else:
+                texts = [p.text async for p in pieces]
+                usage = usage_body(len(ids), result.completion_tokens, result.cached_tokens)
+                response = json_response(shape.full("".join(texts), result.finish_reason, usage),
+                                         headers={"X-Request-Id": req.request_id})
+        m = state.metrics
+        m.input_tokens.labels(model).inc(len(ids))
+        m.prompt_len.labels(model).observe(len(ids))
+        m.output_tokens.labels(model).inc(result.completion_tokens)
+        m.cached_tokens.labels(model).inc(result.cached_tokens)
+        m.e2e.labels(model).observe(time.monotonic() - req.arrival)
+        return response
+    finally:
+        state.metrics.in_flight.labels(model).dec()
+
+
+async def _stream(request: web.Request, pieces: AsyncIterator, shape: Shape, include_usage: bool,
+                  req: GenerationRequest, result: FlowResult) -> web.StreamResponse:  # fmt: skip
+    # The first piece comes before the headers, so that what fails before any output (no
+    # worker, timeout, a refused prompt) is still an HTTP status rather than an SSE error.
+    first = await anext(pieces, None)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Request-Id": req.request_id})  # fmt: skip
+    await response.prepare(request)
+    try:
+        if first is not None:
+            await response.write(b"".join(sse(c) for c in shape.chunks(first.text, first.finish_reason)))
+        async for piece in pieces:
+            chunks = shape.chunks(piece.text, piece.finish_reason)
+            if chunks:
+                await response.write(b"".join(sse(c) for c in chunks))
+        if include_usage:
+            usage = usage_body(len(req.prompt_ids), result.completion_tokens, result.cached_tokens)
+            await response.write(sse(shape.usage_chunk(usage)))
+        await response.write(DONE)
+    except ConnectionResetError:
+        log.info("request %s: client went away; engine request closed", req.request_id)
+        response[STATUS_LABEL] = "client_closed"
+        return response
+    except ApiError as e:
+        log.warning("request %s failed mid-stream: %s", req.request_id, e.message)
+        response[STATUS_LABEL] = "stream_error"
+        await response.write(sse(e.body()) + DONE)
+    await response.write_eof()
+    return response
+
+
+async def models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    cards = [{"id": m.name, "object": "model", "created": 0, "owned_by": "dynamo_lite",
+              "max_model_len": m.max_model_len} for m in state.models.values()]  # fmt: skip
+    return json_response({"object": "list", "data": cards})
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    workers = {}
+    for name in state.models:
+        fleet = state.fleet.get(name)
+        workers[name] = {role.value: fleet.count(role) for role in Role} if fleet else {}
+    ready = state.flow is not None
+    return json_response({"status": "ok" if ready else "starting", "models": workers}, 200 if ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[STATE].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

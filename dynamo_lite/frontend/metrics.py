@@ -1,0 +1,60 @@
+"""The frontend's Prometheus metrics, on a registry passed in (never the global default)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_ITL = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+_TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536)
+P = "dynamo_lite_frontend_"
+
+
+class FrontendMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        r = registry
+        self.requests = Counter(P + "requests", "Requests finished, by endpoint and HTTP status (or 'stream_error')",
+                                ["model", "endpoint", "status"], registry=r)
+        self.in_flight = Gauge(P + "requests_in_flight", "Requests being served", ["model"], registry=r)
+        self.rejected = Counter(P + "admission_rejections", "Requests refused with 429 by admission control",
+                                registry=r)
+        self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival to first output token", ["model"],
+                              buckets=_LATENCY, registry=r)
+        self.itl = Histogram(P + "inter_token_latency_seconds", "Time between output chunks, per token", ["model"],
+                             buckets=_ITL, registry=r)
+        self.e2e = Histogram(P + "request_duration_seconds", "Arrival to last token", ["model"], buckets=_LATENCY,
+                             registry=r)
+        self.input_tokens = Counter(P + "input_tokens", "Prompt tokens", ["model"], registry=r)
+        self.output_tokens = Counter(P + "output_tokens", "Generated tokens", ["model"], registry=r)
+        self.cached_tokens = Counter(P + "cached_tokens", "Prompt tokens the engine found cached", ["model"],
+                                     registry=r)
+        self.prompt_len = Histogram(P + "input_sequence_tokens", "Prompt length", ["model"], buckets=_TOKENS,
+                                    registry=r)
+        self.routed = Counter(P + "routing_decisions", "Requests routed, by chosen worker and router mode",
+                              ["model", "worker", "mode"], registry=r)
+        self.routed_overlap = Counter(P + "routed_overlap_tokens", "Prompt tokens the router expected cached",
+                                      ["model"], registry=r)
+        self.disagg = Counter(P + "disaggregation_decisions",
+                              "Where prefill ran, by reason (remote, short_prompt, queue_full, no_prefill_workers, "
+                              "aggregated_worker, prefill_failed)", ["model", "reason"], registry=r)  # fmt: skip
+        self.routed_overlap_ratio = Histogram(P + "routed_overlap_ratio", "Share of each prompt the router expected "
+                                              "cached on the chosen worker", ["model"],
+                                              buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0), registry=r)
+        self.router_decision = Histogram(P + "router_decision_seconds", "Time to route one request", ["model"],
+                                         buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+                                         registry=r)  # fmt: skip
+        self.slo = Counter(P + "slo_requests", "Finished requests, by whether TTFT and mean ITL both met "
+                           "planner.ttft_target_ms and planner.itl_target_ms", ["model", "met"], registry=r)
+        self.queue_depth = Gauge(P + "prefill_queue_depth", "Prefill jobs waiting, as last read for a decision",
+                                 ["model"], registry=r)
+        self.queue_wait = Histogram(P + "prefill_queue_seconds", "Remote prefill: submit to result (queue wait "
+                                    "plus prefill)", ["model"], buckets=_LATENCY, registry=r)  # fmt: skip
+        self.migrations = Counter(P + "migrations", "Requests resent to another worker after a failure",
+                                  ["model", "reason"], registry=r)
+        self.workers = Gauge(P + "workers", "Live workers seen in discovery", ["model", "role"], registry=r)
+        self.kv_event_batches = Counter(P + "kv_event_batches", "Relayed KV event batches, by outcome",
+                                        ["model", "status"], registry=r)
+        self.kv_resyncs = Counter(P + "kv_resyncs", "Workers cleared after a gap in their KV events", ["model"],
+                                  registry=r)
+        self.load_reports = Counter(P + "load_reports", "Worker load reports received", ["model"], registry=r)

@@ -1,0 +1,334 @@
+"""The frontend against a mock fleet (worker agents + mock engines as processes, real NATS and etcd),
+called with the official `openai` client: streaming and not, disaggregation both ways, KV-aware
+routing, multiple models, every client error, and migration off a worker killed mid-stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import openai
+import pytest
+
+from dynamo_lite.discovery import WorkerWatcher, etcd_client
+from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
+from dynamo_lite.protocol import WorkerRecord
+
+pytestmark = pytest.mark.integration
+NS = "fe"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """builtin:tiny's tokenizer and chat template (weights are not needed by mock engines)."""
+    from dynamo_lite.engines.models.tiny import train_tokenizer
+
+    out = tmp_path_factory.mktemp("tiny")
+    train_tokenizer(out)
+    (out / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return out
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and all(
+                f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wait_until(check, timeout_s: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+@dataclass
+class Fleet:
+    url: str
+    etcd_url: str
+    agents: dict[str, object]
+    frontend: subprocess.Popen
+    log_dir: Path
+    servers: list = field(default_factory=list)
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=60)
+
+    def records(self) -> dict[str, WorkerRecord]:
+        async def read() -> dict[str, WorkerRecord]:
+            async with etcd_client(self.etcd_url) as c:
+                w = WorkerWatcher(c, NS)
+                await w.start()
+                await w.stop()
+                return dict(w.workers)
+
+        return asyncio.run(read())
+
+    def health(self) -> dict:
+        try:
+            return json.loads(urllib.request.urlopen(f"{self.url}/health", timeout=2).read())
+        except (urllib.error.URLError, ConnectionError, OSError):
+            assert self.frontend.poll() is None, (self.log_dir / "frontend.log").read_text()[-3000:]
+            return {}
+
+
+def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dict[str, str], pools: str,
+                frontend: str, wait_for: dict[str, dict[str, int]]) -> Fleet:
+    nats, etcd = EmbeddedNats(tmp / "nats"), EmbeddedEtcd(tmp / "etcd")
+    asyncio.run(nats.start())
+    asyncio.run(etcd.start())
+    spec = tmp / "cluster.yaml"
+    spec.write_text(
+        f"namespace: {NS}\nstate_dir: {tmp / 'state'}\netcd: {{lease_ttl_s: 3}}\n"
+        f"models:\n  - {{name: m, path: '{model_dir}', block_size: 16, max_model_len: 2048}}\n"
+        f"  - {{name: agg, path: '{model_dir}', block_size: 16, max_model_len: 1024}}\n"
+        f"  - {{name: empty, path: '{model_dir}', block_size: 16}}\n"
+        f"frontend: {frontend}\npools:\n{pools}"
+    )
+    port = free_port()
+    log_dir = tmp / "logs"
+    log_dir.mkdir()
+    agents = {wid: procs.spawn(log_dir, spec, pool, nats.url, etcd.url, wid) for wid, pool in workers.items()}
+    with open(log_dir / "frontend.log", "wb") as out:
+        fe = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
+                               "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    fleet = Fleet(f"http://127.0.0.1:{port}", etcd.url, agents, fe, log_dir, [nats, etcd])
+
+    respawned: set[str] = set()
+
+    def ready() -> bool:
+        for wid, agent in list(agents.items()):
+            # Engines take their ports from free_port() and bind them a second later, so two
+            # workers starting together can race for one (worker/engine.py); retry such a start once.
+            if agent.proc.poll() is not None and wid not in respawned:  # type: ignore[attr-defined]
+                respawned.add(wid)
+                (log_dir / "retry").mkdir(exist_ok=True)
+                agents[wid] = procs.spawn(log_dir / "retry", spec, workers[wid], nats.url, etcd.url, wid)
+        models = fleet.health().get("models", {})
+        return all(models.get(m, {}).get(role) == n for m, roles in wait_for.items() for role, n in roles.items())
+
+    try:
+        wait_until(ready, 60, f"workers {wait_for} in the frontend's view")
+    except BaseException:
+        stop_fleet(fleet, procs)
+        raise
+    return fleet
+
+
+def stop_fleet(fleet: Fleet, procs: SimpleNamespace) -> None:
+    fleet.frontend.terminate()
+    try:
+        fleet.frontend.wait(30)
+    except subprocess.TimeoutExpired:
+        fleet.frontend.kill()
+    procs.stop(list(fleet.agents.values()))
+    for server in fleet.servers:
+        asyncio.run(server.stop())
+
+
+MOCK = "mock: {speedup_ratio: 50}"
+POOLS = (f"  - {{name: prefill, role: prefill, engine: mock, model: m, {MOCK}}}\n"
+         f"  - {{name: decode, role: decode, engine: mock, model: m, {MOCK}}}\n"
+         f"  - {{name: agg, role: aggregated, engine: mock, model: agg, {MOCK}}}\n")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, agent_processes: SimpleNamespace) -> Iterator[Fleet]:
+    """2 prefill + 2 decode workers of model m, 1 aggregated of model agg, none of model empty."""
+    workers = {"p0": "prefill", "p1": "prefill", "d0": "decode", "d1": "decode", "a0": "agg"}
+    f = start_fleet(tmp_path_factory.mktemp("fleet"), tiny_model, agent_processes, workers, POOLS,
+                    "{max_body_bytes: 65536, disaggregation: {max_local_prefill_tokens: 64}}",
+                    {"m": {"prefill": 2, "decode": 2}, "agg": {"aggregated": 1}})
+    yield f
+    stop_fleet(f, agent_processes)
+
+
+def engine_counter(record: WorkerRecord, source: str) -> float:
+    return metric(record.engine_url, "vllm:prompt_tokens_by_source_total", source=source)
+
+
+# --- the happy paths ------------------------------------------------------------------------
+def test_chat_and_completions_streaming_and_not(fleet: Fleet) -> None:
+    client = fleet.client()
+    hello = [{"role": "user", "content": "Say hello."}]
+    full = client.chat.completions.create(model="m", messages=hello, max_tokens=8, temperature=0.7, seed=3)
+    assert full.object == "chat.completion" and full.choices[0].message.role == "assistant"
+    assert full.choices[0].message.content and full.choices[0].finish_reason == "length"
+    assert full.usage.completion_tokens == 8 and full.usage.prompt_tokens > 5
+    assert full.usage.prompt_tokens_details.cached_tokens is not None
+
+    chunks = list(client.chat.completions.create(model="m", messages=hello, max_completion_tokens=8, stream=True,
+                                                 stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 8
+
+    comp = client.completions.create(model="m", prompt="Once upon a time", max_tokens=5)
+    assert comp.object == "text_completion" and comp.usage.completion_tokens == 5 and comp.choices[0].text
+    streamed = list(client.completions.create(model="m", prompt=[1, 2, 3, 4], max_tokens=5, stream=True))
+    assert "".join(c.choices[0].text for c in streamed) and streamed[-1].choices[0].finish_reason == "length"
+    assert [m.id for m in client.models.list().data] == ["m", "agg", "empty"]
+
+
+def test_models_select_their_pools(fleet: Fleet) -> None:
+    before = metric(fleet.url, "dynamo_lite_frontend_routing_decisions_total", model="agg", worker="a0")
+    out = fleet.client().completions.create(model="agg", prompt="x " * 300, max_tokens=3)
+    assert out.usage.completion_tokens == 3
+    assert metric(fleet.url, "dynamo_lite_frontend_routing_decisions_total", model="agg", worker="a0") == before + 1
+    assert metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", model="agg",
+                  reason="aggregated_worker") >= 1
+
+
+def test_disaggregation_both_ways_and_kv_routing(fleet: Fleet) -> None:
+    """A long new prompt is prefilled remotely; the follow-up turn goes to the decode worker that now
+    holds its prefix, prefills locally there and reports the prefix as cached."""
+    client, records = fleet.client(), fleet.records()
+    prefill = [r for r in records.values() if r.role.value == "prefill"]
+    computed_before = sum(engine_counter(r, "local_compute") for r in prefill)
+    remote_before = metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="remote")
+    local_before = metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="short_prompt")
+    events_before = metric(fleet.url, "dynamo_lite_frontend_kv_event_batches_total", model="m", status="applied")
+    story = " ".join(f"fact {i} is that the number {i} follows {i - 1}." for i in range(60))
+    turn1 = [{"role": "system", "content": "You remember facts."}, {"role": "user", "content": story}]
+    first = client.chat.completions.create(model="m", messages=turn1, max_tokens=4)
+    assert first.usage.prompt_tokens > 300
+    assert metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="remote") == remote_before + 1
+    assert sum(engine_counter(r, "local_compute") for r in prefill) >= computed_before + 300  # prefill workers did it
+    routed = {wid: metric(fleet.url, "dynamo_lite_frontend_routing_decisions_total", worker=wid) for wid in ("d0", "d1")}
+    decode_with_kv = [wid for wid in ("d0", "d1") if engine_counter(records[wid], "external_kv_transfer") > 0]
+    assert len(decode_with_kv) >= 1
+
+    # the decode worker's KV events reach the frontend's router
+    wait_until(lambda: metric(fleet.url, "dynamo_lite_frontend_kv_event_batches_total", model="m",
+                              status="applied") > events_before, 10, "KV events")
+    time.sleep(0.3)
+    turn2 = turn1 + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "What is fact 7?"}]
+    second = client.chat.completions.create(model="m", messages=turn2, max_tokens=4)
+    after = {wid: metric(fleet.url, "dynamo_lite_frontend_routing_decisions_total", worker=wid) for wid in ("d0", "d1")}
+    (chosen,) = [wid for wid in after if after[wid] > routed[wid]]
+    assert chosen in decode_with_kv, "the follow-up lands where the prefix lives"
+    assert second.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens - 16
+    assert metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="short_prompt") == local_before + 1
+    assert metric(fleet.url, "dynamo_lite_frontend_cached_tokens_total", model="m") >= second.usage.prompt_tokens_details.cached_tokens
+
+
+# --- errors -------------------------------------------------------------------------------
+def raw_post(url: str, body: bytes) -> tuple[int, dict]:
+    req = urllib.request.Request(f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        (b'{"model": "m", "messages": [', 400, "could not parse the JSON body"),
+        (b'{"model": "m"}', 400, "Missing required parameter: 'messages'"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": ["x"]}]}', 400, "messages[0].content"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": "9"}', 400, "max_tokens"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400,
+         "greater than or equal to 1"),
+        (b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404, "The model `nope` does not exist"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "' + b"y" * 70000 + b'"}]}', 413,
+         "limit is 65536 bytes"),
+        (b'{"model": "empty", "messages": [{"role": "user", "content": "x"}]}', 503, "No worker is available"),
+    ],
+)
+def test_errors_raw(fleet: Fleet, body: bytes, status: int, message: str) -> None:
+    got, payload = raw_post(fleet.url, body)
+    assert got == status
+    assert set(payload["error"]) == {"message", "type", "param", "code"}
+    assert message in payload["error"]["message"]
+
+
+def test_errors_through_the_openai_client(fleet: Fleet) -> None:
+    client = fleet.client()
+    hello = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.NotFoundError, match="does not exist"):
+        client.chat.completions.create(model="missing", messages=hello)
+    with pytest.raises(openai.BadRequestError, match="maximum context length is 1024 tokens") as e:
+        client.chat.completions.create(model="agg", messages=[{"role": "user", "content": "word " * 1500}])
+    assert e.value.status_code == 400 and e.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError, match="greater than or equal to 1"):
+        client.chat.completions.create(model="m", messages=hello, max_tokens=-1)
+    with pytest.raises(openai.BadRequestError, match="Missing required parameter: 'messages'"):
+        client.post("/chat/completions", body={"model": "m"}, cast_to=object)
+    with pytest.raises(openai.BadRequestError, match="Invalid value for 'temperature'"):
+        client.chat.completions.create(model="m", messages=hello, temperature="warm")  # type: ignore[arg-type]
+    with pytest.raises(openai.InternalServerError, match="No worker is available") as e:
+        client.chat.completions.create(model="empty", messages=hello, stream=True)
+    assert e.value.status_code == 503
+    with pytest.raises(openai.APIStatusError, match="Request body too large") as e:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "z" * 70000}])
+    assert e.value.status_code == 413
+
+
+# --- migration ----------------------------------------------------------------------------
+SLOW_POOLS = ("  - {name: decode, role: decode, engine: mock, model: m, mock: {speedup_ratio: 1}}\n"
+              "  - {name: agg, role: aggregated, engine: mock, model: agg, replicas: 0}\n")
+
+
+def aborted(records: dict[str, WorkerRecord]) -> float:
+    return sum(metric(r.engine_url, "vllm:request_success_total", finished_reason="abort") for r in records.values())
+
+
+def test_disconnect_aborts_and_killed_worker_migrates(tmp_path: Path, tiny_model: Path,
+                                                      agent_processes: SimpleNamespace) -> None:
+    f = start_fleet(tmp_path, tiny_model, agent_processes, {"d0": "decode", "d1": "decode"}, SLOW_POOLS,
+                    "{max_migrations: 2}", {"m": {"decode": 2}})
+    try:
+        records = f.records()
+        hello = [{"role": "user", "content": "Tell a long story."}]
+        # a client that goes away mid-stream aborts its engine request (300 tokens take ~3 s here)
+        stream = f.client().chat.completions.create(model="m", messages=hello, max_tokens=300, stream=True)
+        for i, _ in enumerate(stream):
+            if i == 5:
+                break
+        stream.close()
+        wait_until(lambda: aborted(records) == 1, 2, "the engine to abort the request")
+        wait_until(lambda: metric(f.url, "dynamo_lite_frontend_requests_in_flight") == 0, 2, "in-flight 0")
+        assert metric(f.url, "dynamo_lite_frontend_requests_total", status="client_closed") == 1
+
+        # a decode worker (agent and engine) killed mid-stream: the stream continues on the other
+        routed_before = {w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w) for w in records}
+        stream = f.client().chat.completions.create(
+            model="m", messages=hello, max_tokens=300, stream=True,
+            stream_options={"include_usage": True})
+        chunks, victim = [], None
+        for chunk in stream:
+            chunks.append(chunk)
+            if victim is None and len(chunks) == 20:
+                routed = {w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w) for w in records}
+                (victim,) = [w for w, n in routed.items() if n == routed_before[w] + 1]
+                os.kill(f.agents[victim].proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+                os.kill(records[victim].pid, signal.SIGKILL)  # its engine
+        assert victim is not None
+        text_chunks = [c for c in chunks if c.choices]
+        assert text_chunks[-1].choices[0].finish_reason == "length"
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 300
+        assert metric(f.url, "dynamo_lite_frontend_migrations_total", reason="mid_stream") == 1
+        survivor = next(w for w in records if w != victim)
+        assert metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=survivor) == \
+            routed_before[survivor] + 1
+    finally:
+        stop_fleet(f, agent_processes)

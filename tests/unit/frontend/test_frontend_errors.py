@@ -1,0 +1,144 @@
+"""Every client error comes back OpenAI-shaped with the right status and a message that says what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dynamo_lite.frontend.app import STATE
+from dynamo_lite.protocol import Role
+from tests.unit.frontend.conftest import Script, pieces
+
+CHAT = "/v1/chat/completions"
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+def assert_error(body: dict, status_type: str, *, param: str | None = None, contains: str = "") -> None:
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["type"] == status_type
+    assert err["param"] == param
+    assert contains in err["message"], err["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "contains"),
+    [
+        (b"{not json", None, "could not parse the JSON body"),
+        (b"[1, 2]", None, "must be a JSON object"),
+        (json.dumps({"model": "m"}).encode(), "messages", "Missing required parameter: 'messages'"),
+        (json.dumps({"model": "m", "messages": []}).encode(), "messages", "at least 1 item"),
+        (json.dumps({"model": "m", "messages": "hi"}).encode(), "messages", "valid list"),
+        (json.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}).encode(), "messages[0].content",
+         "valid string"),
+        (json.dumps({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}).encode(), "messages[0].role",
+         "Input should be"),
+        (json.dumps({"messages": HELLO}).encode(), "model", "Missing required parameter: 'model'"),
+        (json.dumps({"model": "m", "messages": HELLO, "max_tokens": 0}).encode(), "max_tokens", "greater than or equal to 1"),
+        (json.dumps({"model": "m", "messages": HELLO, "max_completion_tokens": -3}).encode(), "max_completion_tokens",
+         "greater than or equal to 1"),
+        (json.dumps({"model": "m", "messages": HELLO, "temperature": "hot"}).encode(), "temperature", "valid number"),
+        (json.dumps({"model": "m", "messages": HELLO, "temperature": 3}).encode(), "temperature", "less than or equal to 2"),
+        (json.dumps({"model": "m", "messages": HELLO, "n": 2}).encode(), "n", "Only n=1"),
+        (json.dumps({"model": "m", "messages": HELLO, "max_token": 5}).encode(), "max_token",
+         "Unrecognized request argument supplied: max_token"),
+        (json.dumps({"model": "m", "messages": HELLO, "stream": "yes"}).encode(), "stream", "valid boolean"),
+    ],
+)
+async def test_bad_chat_bodies_are_400(harness, body: bytes, param: str | None, contains: str) -> None:
+    h = await harness()
+    resp = await h.client.post(CHAT, data=body, headers={"Content-Type": "application/json"})
+    assert resp.status == 400
+    assert_error(await resp.json(), "invalid_request_error", param=param, contains=contains)
+
+
+async def test_bad_completion_prompts_are_400(harness) -> None:
+    h = await harness()
+    for prompt, contains in [([], "expected a non-empty string"), (5, "expected a non-empty string"),
+                             ([-1, 2], "token ids must be >= 0"), (["a", "b"], "exactly one of those")]:
+        resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": prompt})
+        assert resp.status == 400, prompt
+        assert_error(await resp.json(), "invalid_request_error", param="prompt", contains=contains)
+
+
+async def test_unknown_model_is_404(harness) -> None:
+    h = await harness()
+    resp = await h.client.post(CHAT, json={"model": "nope", "messages": HELLO})
+    assert resp.status == 404
+    assert_error(await resp.json(), "not_found_error", param="model", contains="The model `nope` does not exist")
+
+
+async def test_prompt_longer_than_the_context_is_400(harness) -> None:
+    h = await harness()
+    long = [{"role": "user", "content": "hello world " * 300}]
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": long})
+    assert resp.status == 400
+    body = await resp.json()
+    assert_error(body, "invalid_request_error", param="messages", contains="maximum context length is 256 tokens")
+    assert body["error"]["code"] == "context_length_exceeded"
+    # a long text is tokenized off the event loop, with the same outcome
+    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": "word " * 4000})
+    assert resp.status == 400 and "maximum context length" in (await resp.json())["error"]["message"]
+    # prompt fits, prompt + max_tokens does not
+    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": [1] * 200, "max_tokens": 100})
+    assert resp.status == 400
+    assert_error(await resp.json(), "invalid_request_error", param="prompt", contains="200 in the prompt and 100")
+
+
+async def test_body_over_the_limit_is_413(harness) -> None:
+    h = await harness(max_body_bytes=2048)  # (the harness default is 64 KiB)
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]})
+    assert resp.status == 413
+    assert_error(await resp.json(), "invalid_request_error", contains="limit is 2048 bytes")
+
+
+async def test_admission_control_is_429_with_retry_after(harness) -> None:
+    h = await harness(max_concurrent_requests=2)
+    h.app[STATE].in_flight = 2  # two requests being served
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
+    assert resp.status == 429
+    assert resp.headers["Retry-After"] == "1"
+    assert_error(await resp.json(), "rate_limit_exceeded", contains="Too many requests in flight (limit 2)")
+    assert await h.metric("dynamo_lite_frontend_admission_rejections_total") == 1
+
+
+async def test_no_worker_is_503(harness) -> None:
+    h = await harness()
+    h.add_worker("p0", Role.PREFILL)  # prefill workers alone cannot serve
+    for stream in (False, True):
+        resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO, "stream": stream})
+        assert resp.status == 503
+        assert_error(await resp.json(), "service_unavailable", contains="No worker is available for model `m`")
+
+
+async def test_upstream_timeout_is_504(harness) -> None:
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(3), timeout=True))
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
+    assert resp.status == 504
+    assert_error(await resp.json(), "timeout_error", contains="did not answer in time")
+
+
+async def test_unknown_route_and_method_are_openai_shaped(harness) -> None:
+    h = await harness()
+    resp = await h.client.get("/v1/nothing")
+    assert resp.status == 404
+    assert_error(await resp.json(), "not_found_error", contains="Not Found")
+    resp = await h.client.get(CHAT)
+    assert resp.status == 405
+    assert_error(await resp.json(), "invalid_request_error", contains="Method Not Allowed")
+
+
+async def test_models_health_and_metrics(harness) -> None:
+    h = await harness()
+    h.add_worker("d0")
+    models = await (await h.client.get("/v1/models")).json()
+    assert [m["id"] for m in models["data"]] == ["m", "agg"]
+    health = await (await h.client.get("/health")).json()
+    assert health["status"] == "ok" and health["models"]["m"]["decode"] == 1
+    resp = await h.client.get("/metrics")
+    text = await resp.text()
+    assert 'dynamo_lite_frontend_workers{model="m",role="decode"} 1.0' in text
+    assert "dynamo_lite_frontend_requests_in_flight" in text
