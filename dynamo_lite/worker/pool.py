@@ -3,11 +3,14 @@
 This is how `orchestrator up` starts the pools of a spec on one machine. A pool
 is up when each replica's agent has registered in etcd; stopping sends SIGTERM,
 and each agent revokes its lease, drains and stops its engine before exiting.
+`scale_to(n)` is the planner's local scaling connector: it grows or shrinks a
+running pool the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -18,6 +21,9 @@ from dynamo_lite.config import ClusterSpec, PoolSpec
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import ManagedProcess, ProcessFailed
 from dynamo_lite.state import ProcessInfo
+
+log = logging.getLogger(__name__)
+
 
 class LocalPool:
     """Component: the replicas of one pool, as agent processes."""
@@ -34,19 +40,59 @@ class LocalPool:
         self.name = f"pool {pool.name} ({pool.replicas} x {pool.role.value}, {pool.engine})"
         self.start_timeout_s = 900.0 if pool.engine == "vllm" else 60.0
         self.replicas: dict[str, ManagedProcess] = {}
+        """Workers in service or starting, oldest first."""
+        self.draining: dict[str, ManagedProcess] = {}
+        """Workers being scaled away: lease revoked, finishing their requests."""
+        self.stop_grace_s = 90.0  # covers the agent's drain timeout plus its engine's stop
+        self._next_index = 0
+
+    @property
+    def size(self) -> int:
+        """Replicas in service or starting (what the planner counts)."""
+        return len(self.replicas)
 
     def processes(self) -> list[ProcessInfo]:
         return [ProcessInfo(name=f"worker {wid}", pid=p.pid, log=str(p.log_path))
-                for wid, p in self.replicas.items() if p.pid is not None]
+                for wid, p in {**self.replicas, **self.draining}.items() if p.pid is not None]
 
     async def start(self) -> None:
-        for index in range(self.pool.replicas):
-            self._spawn(index)
-        await self._wait_registered(list(self.replicas))
+        await self.scale_to(self.pool.replicas)
 
     async def stop(self) -> None:
-        await asyncio.gather(*(p.stop(grace_s=90.0) for p in self.replicas.values()))
+        everything = {**self.replicas, **self.draining}
+        await asyncio.gather(*(p.stop(grace_s=self.stop_grace_s) for p in everything.values()))
         self.replicas.clear()
+        self.draining.clear()
+
+    async def scale_to(self, n: int) -> None:
+        """Grow or shrink the pool to `n` replicas; returns when that is done.
+
+        `size` reflects `n` as soon as this is called. Growing spawns workers and
+        waits until they register (a worker that fails to start is removed and
+        ProcessFailed raised). Shrinking takes the newest workers out: SIGTERM
+        makes each agent revoke its lease (routers drop it at once), hand back
+        queued prefill jobs, let its engine finish its requests (bounded by the
+        agent's drain timeout) and stop it; SIGKILL only after `stop_grace_s`.
+        """
+        if n < 0:
+            raise ValueError("a pool cannot have fewer than 0 replicas")
+        if n > self.size:
+            new = [self._spawn(self._next_index + i) for i in range(n - self.size)]
+            try:
+                await self._wait_registered(new)
+            except BaseException:
+                await asyncio.gather(*(self.replicas.pop(w).stop(grace_s=10.0) for w in new if w in self.replicas))
+                raise
+        elif n < self.size:
+            leaving = list(self.replicas)[n:]
+            for wid in leaving:
+                self.draining[wid] = self.replicas.pop(wid)
+            await asyncio.gather(*(self._retire(wid) for wid in leaving))
+
+    async def _retire(self, worker_id: str) -> None:
+        code = await self.draining[worker_id].stop(grace_s=self.stop_grace_s)
+        del self.draining[worker_id]
+        log.info("%s: worker %s stopped (exit code %s)", self.pool.name, worker_id, code)
 
     def _spawn(self, index: int) -> str:
         worker_id = f"{self.pool.name}-{index}-{os.urandom(3).hex()}"
@@ -59,6 +105,7 @@ class LocalPool:
         process = ManagedProcess(f"worker {worker_id}", argv, log)
         process.start()
         self.replicas[worker_id] = process
+        self._next_index = max(self._next_index, index + 1)
         return worker_id
 
     async def _wait_registered(self, worker_ids: list[str]) -> None:
@@ -88,12 +135,13 @@ def local_pools(spec: ClusterSpec, spec_path: Path, nats_url: str, etcd_url: str
 
 
 class ModelPreparation:
-    """Component: make every model the vLLM pools serve ready before their workers start
-    (SmolLM2 is converted once from its GGUF file; this shows that step on its own)."""
+    """Component: make every model of the spec ready before workers and frontend start: vLLM
+    engines load it, the frontend takes its tokenizer (SmolLM2 is converted once from its GGUF
+    file; this shows that step on its own instead of inside several processes)."""
 
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
-        self.paths = sorted({spec.model_of(p).path for p in spec.pools if p.engine == "vllm" and p.replicas > 0})
+        self.paths = sorted({m.path for m in spec.models})
         self.name = f"model preparation ({', '.join(self.paths)})"
 
     def processes(self) -> list[ProcessInfo]:

@@ -154,3 +154,42 @@ async def test_errors_name_the_deployment(api: tuple[FakeScaleApi, str]) -> None
     async with KubernetesScaler("elsewhere", client.ApiClient(client.Configuration(host=url))) as scaler:
         with pytest.raises(ScaleError, match="elsewhere/llama-pool-decode"):
             await scaler.get_replicas("llama-pool-decode")
+
+
+async def test_planner_connector_scales_deployments_and_follows_manual_changes(
+    api: tuple[FakeScaleApi, str],
+) -> None:
+    from planner.connectors.kubernetes import KubernetesConnector
+    from planner.types import Decision, Pool, PoolDecision, Replicas
+
+    fake, url = api
+
+    async def connect(namespace: str) -> KubernetesScaler:
+        assert namespace == NS
+        return scaler_for(url)
+
+    connector = KubernetesConnector(NS, {Pool.PREFILL: "llama-pool-prefill", Pool.DECODE: "llama-pool-decode"},
+                                    connect=connect)
+
+    def decision(prefill: tuple[int, int], decode: tuple[int, int]) -> Decision:
+        return Decision(at=0.0, prefill=PoolDecision(Pool.PREFILL, *prefill, prefill[1], "test"),
+                        decode=PoolDecision(Pool.DECODE, *decode, decode[1], "test"))
+
+    try:
+        await connector.refresh()
+        assert connector.current() == Replicas(1, 2)
+        connector.apply(decision((1, 2), (2, 2)))
+        await connector.wait_idle()
+        assert fake.deployments["llama-pool-prefill"].replicas == 2 and connector.current() == Replicas(2, 2)
+
+        fake.scale_by_hand("llama-pool-decode", 5)  # an operator scales by hand between ticks
+        await connector.refresh()
+        assert connector.current() == Replicas(2, 5), "the next decision starts from the operator's change"
+
+        fake.scale_by_hand("llama-pool-decode", 6)  # ... and again, after the planner read 5
+        connector.apply(decision((2, 2), (5, 3)))
+        await connector.wait_idle()
+        assert fake.deployments["llama-pool-decode"].replicas == 6, "a stale patch never overwrites a manual change"
+        assert connector.failures == 1
+    finally:
+        await connector.stop()

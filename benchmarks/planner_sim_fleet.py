@@ -1,0 +1,268 @@
+"""A discrete-event simulation of a mock fleet, for the planner benchmark (planner_sim.py).
+
+Each worker is the mock engine's pure core (`Scheduler` over a `BlockPool`, one
+`RooflineTiming` pass at a time) in virtual time, so what it does is what a mock
+worker does, only without sockets and wall-clock pacing. Around them, what the
+cluster does:
+- aggregated: a request goes to the worker with the lowest router cost
+  (prompt blocks still to compute there + blocks in use: the router's formula,
+  with a perfect index read from each worker's cache);
+- disaggregated: a request's prefill goes on a global FIFO queue that prefill
+  workers pull from (at most `prefill_concurrency` jobs each, like the agent);
+  when it is done, the request goes to the decode worker of lowest cost with
+  `remote_kv`, whose scheduler waits out the KV transfer and then decodes.
+  TTFT is the decode side's first token, as the client sees it;
+- scaling: a new worker serves after `startup_s`; a removed worker takes no new
+  work, finishes what it has (drain), then stops. Replica-seconds count from a
+  worker's start request to its stop.
+`Fleet.observe()` builds the planner's `Observation` (queue depth, decode load
+reports, traffic over the last interval: arrival rate, and lengths and latencies
+of the requests finished in it); `Fleet.scale()` applies a decision.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig
+from dynamo_lite.engines.mock.sequence import RemoteKv, Sequence
+from dynamo_lite.engines.mock.timing import RooflineTiming
+from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
+
+TRACE_BLOCK = 512  # tokens per Mooncake hash id
+
+
+@dataclass
+class Request:
+    rid: int
+    arrival: float
+    isl: int
+    osl: int
+    hashes: list[int]  # engine block hashes of the prompt's full blocks
+    first_token_at: float | None = None
+    done_at: float | None = None
+    itl_s: float | None = None
+
+
+@dataclass
+class Worker:
+    wid: int
+    role: str  # "aggregated", "prefill" or "decode"
+    sched: Scheduler
+    requested_at: float  # when it was asked for (replica-seconds start)
+    ready_at: float
+    draining: bool = False
+    stopped_at: float | None = None
+    busy: bool = False  # a pass is in progress
+    wake_at: float | None = None  # a wake-up is queued (KV transfer landing)
+
+    @property
+    def serving(self) -> bool:
+        return self.stopped_at is None and not self.draining
+
+
+@dataclass
+class FleetConfig:
+    sched: SchedulerConfig = field(default_factory=SchedulerConfig)
+    timing: RooflineTiming = field(default_factory=RooflineTiming)
+    startup_s: float = 30.0  # from a scale-up decision to the worker serving
+    prefill_concurrency: int = 4  # prefill jobs one prefill worker runs at once (the agent's)
+
+
+class Fleet:
+    def __init__(self, config: FleetConfig, aggregated: bool, prefill: int, decode: int) -> None:
+        self.config = config
+        self.aggregated = aggregated
+        self.now = 0.0
+        self.workers: list[Worker] = []
+        self.queue: deque[Request] = deque()  # the global prefill queue
+        self.finished: list[Request] = []
+        self._events: list[tuple[float, int, str, object]] = []
+        self._n = itertools.count()
+        self._ids = itertools.count()
+        self._owner: dict[str, tuple[Worker, Request, bool]] = {}  # seq id -> (worker, request, is_prefill)
+        self._window: list[Request] = []  # finished since the last observe()
+        self._last_observe = 0.0
+        self._arrived = 0  # since the last observe()
+        for _ in range(prefill if not aggregated else 0):
+            self._add("prefill", ready_at=0.0)
+        for _ in range(decode):
+            self._add("aggregated" if aggregated else "decode", ready_at=0.0)
+
+    # --- events ---------------------------------------------------------------------
+    def at(self, t: float, kind: str, payload: object = None) -> None:
+        heapq.heappush(self._events, (t, next(self._n), kind, payload))
+
+    def run_until(self, t: float) -> None:
+        while self._events and self._events[0][0] <= t:
+            self.now, _, kind, payload = heapq.heappop(self._events)
+            if kind == "arrival":
+                self._arrive(payload)  # type: ignore[arg-type]
+            elif kind == "step_end":
+                self._step_end(*payload)  # type: ignore[misc]
+            elif kind == "wake":
+                w: Worker = payload  # type: ignore[assignment]
+                w.wake_at = None
+                self._kick(w)
+            elif kind == "ready":
+                self._ready(payload)  # type: ignore[arg-type]
+            elif kind == "retry_arrival":
+                self._arrive(payload, retry=True)  # type: ignore[arg-type]
+            elif kind == "retry_decode":
+                self._to_decode(payload, remote=True)  # type: ignore[arg-type]
+        self.now = max(self.now, t)
+
+    def pending(self) -> bool:
+        return bool(self._events) or any(w.sched.has_work() for w in self.workers if w.stopped_at is None)
+
+    # --- workers ----------------------------------------------------------------------
+    def _add(self, role: str, ready_at: float) -> Worker:
+        w = Worker(next(self._ids), role, Scheduler(self.config.sched), requested_at=self.now, ready_at=ready_at)
+        self.workers.append(w)
+        if ready_at > self.now:
+            self.at(ready_at, "ready", w)
+        return w
+
+    def _ready(self, w: Worker) -> None:
+        if w.role == "prefill":
+            self._pull(w)
+
+    def _pool_role(self, pool: Pool) -> str:
+        if pool is Pool.PREFILL:
+            return "prefill"
+        return "aggregated" if self.aggregated else "decode"
+
+    def counted(self, pool: Pool) -> list[Worker]:
+        """Workers the planner counts: serving or starting, not draining."""
+        return [w for w in self.workers if w.role == self._pool_role(pool) and w.serving]
+
+    def replicas(self) -> Replicas:
+        return Replicas(len(self.counted(Pool.PREFILL)), len(self.counted(Pool.DECODE)))
+
+    def scale(self, pool: Pool, n: int) -> None:
+        workers = self.counted(pool)
+        for _ in range(n - len(workers)):
+            self._add(self._pool_role(pool), ready_at=self.now + self.config.startup_s)
+        for w in reversed(workers[n:] if n < len(workers) else []):
+            w.draining = True
+            self._maybe_stop(w)
+
+    def _maybe_stop(self, w: Worker) -> None:
+        if w.draining and w.stopped_at is None and not w.busy and not w.sched.has_work():
+            w.stopped_at = self.now
+
+    def _live(self, role: str) -> list[Worker]:
+        return [w for w in self.workers if w.role == role and w.serving and w.ready_at <= self.now]
+
+    # --- requests -------------------------------------------------------------------------
+    def _arrive(self, req: Request, retry: bool = False) -> None:
+        self._arrived += 0 if retry else 1
+        if self.aggregated:
+            self._to_decode(req, remote=False)
+        else:
+            self.queue.append(req)
+            # Every idle slot of every prefill worker has a pull waiting; the least busy worker's is served first.
+            for w in sorted(self._live("prefill"), key=lambda w: (self._in_hand(w), w.wid)):
+                self._pull(w, limit=1)
+            for w in self._live("prefill"):
+                self._pull(w)
+
+    def _seq(self, req: Request, max_tokens: int) -> Sequence:
+        return Sequence(request_id=f"{req.rid}-{next(self._n)}", prompt=[1] * req.isl, max_tokens=max_tokens,
+                        output_key=req.rid, arrival=self.now, prompt_hashes=req.hashes)
+
+    def _in_hand(self, w: Worker) -> int:
+        return len(w.sched.running) + len(w.sched.waiting)
+
+    def _pull(self, w: Worker, limit: int | None = None) -> None:
+        pulled = 0
+        while self.queue and w.serving and w.ready_at <= self.now and (limit is None or pulled < limit) and \
+                self._in_hand(w) < self.config.prefill_concurrency:
+            pulled += 1
+            req = self.queue.popleft()
+            seq = self._seq(req, 1)
+            seq.for_remote_decode = True
+            self._submit(w, seq, req, is_prefill=True)
+
+    def _cost(self, w: Worker, req: Request) -> int:
+        hits = len(w.sched.pool.lookup_prefix(req.hashes))
+        waiting = sum(len(s.prompt) for s in w.sched.waiting) // self.config.sched.block_size
+        return (len(req.hashes) - hits) + w.sched.pool.num_used_blocks + waiting
+
+    def _to_decode(self, req: Request, remote: bool) -> None:
+        candidates = self._live("aggregated" if self.aggregated else "decode")
+        if not candidates:  # nothing serving: wait for the first worker to come up
+            self.at(self.now + 1.0, "retry_arrival" if self.aggregated else "retry_decode", req)
+            return
+        w = min(candidates, key=lambda c: (self._cost(c, req), c.wid))
+        seq = self._seq(req, req.osl)
+        if remote:
+            seq.remote_kv = RemoteKv(num_tokens=req.isl, engine_id="prefill")
+        self._submit(w, seq, req, is_prefill=False)
+
+    def _submit(self, w: Worker, seq: Sequence, req: Request, is_prefill: bool) -> None:
+        w.sched.add(seq)
+        self._owner[seq.request_id] = (w, req, is_prefill)
+        self._kick(w)
+
+    # --- passes ------------------------------------------------------------------------------
+    def _kick(self, w: Worker) -> None:
+        if w.busy or w.stopped_at is not None or not w.sched.has_work():
+            return
+        plan = w.sched.schedule(self.now)
+        if plan.empty:
+            ready = w.sched.next_kv_ready_at()
+            if ready is not None and (w.wake_at is None or ready < w.wake_at):
+                w.wake_at = ready
+                self.at(ready, "wake", w)
+            return
+        w.busy = True
+        self.at(self.now + self.config.timing.step_seconds(plan.load), "step_end", (w, plan))
+
+    def _step_end(self, w: Worker, plan) -> None:  # noqa: ANN001 - a StepPlan
+        w.busy = False
+        for out in w.sched.finish_step(plan, self.now):
+            if out.finish_reason is None:
+                continue
+            _, req, is_prefill = self._owner.pop(out.seq.request_id)
+            if is_prefill:
+                self._to_decode(req, remote=True)
+            else:
+                self._finish(req, out.seq)
+        w.sched.pool.take_events()
+        if w.role == "prefill":
+            self._pull(w)
+        self._kick(w)
+        self._maybe_stop(w)
+
+    def _finish(self, req: Request, seq: Sequence) -> None:
+        assert seq.first_token_at is not None and seq.last_token_at is not None
+        req.first_token_at = seq.first_token_at
+        req.done_at = self.now
+        n = len(seq.output)
+        req.itl_s = (seq.last_token_at - seq.first_token_at) / (n - 1) if n > 1 else 0.0
+        self.finished.append(req)
+        self._window.append(req)
+
+    # --- what the planner sees ---------------------------------------------------------------------
+    def observe(self) -> Observation:
+        dt = max(1e-9, self.now - self._last_observe)
+        window, self._window, self._last_observe = self._window, [], self.now
+        arrived, self._arrived = self._arrived, 0
+        traffic = Traffic(request_rate=arrived / dt) if arrived else None
+        if window:  # lengths and latencies of the requests finished in the interval, as the frontend's metrics
+            traffic = Traffic(request_rate=arrived / dt, isl=sum(r.isl for r in window) / len(window),
+                              osl=sum(r.osl for r in window) / len(window),
+                              ttft_s=sum(r.first_token_at - r.arrival for r in window) / len(window),  # type: ignore[operator]
+                              itl_s=sum(r.itl_s for r in window) / len(window))  # type: ignore[misc]
+        decode = tuple(DecodeLoad(str(w.wid), w.sched.pool.usage, w.sched.num_waiting, w.sched.num_running)
+                       for w in self._live("aggregated" if self.aggregated else "decode"))
+        in_flight = sum(len(w.sched.running) + len(w.sched.waiting) for w in self._live("prefill"))
+        return Observation(prefill_queue=None if self.aggregated else len(self.queue),
+                           prefill_in_flight=None if self.aggregated else in_flight, decode=decode, traffic=traffic)
+
+    def replica_seconds(self, until: float) -> float:
+        return sum((w.stopped_at if w.stopped_at is not None else until) - w.requested_at for w in self.workers)

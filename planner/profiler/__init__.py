@@ -1,0 +1,1 @@
+"""Produce an `EngineProfile` by sweeping an engine: `python -m planner.profiler --help`."""

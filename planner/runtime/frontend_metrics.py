@@ -1,0 +1,89 @@
+"""Traffic over the last interval, from the frontend's Prometheus /metrics.
+
+Counters are turned into rates and means by differencing two scrapes: the
+request rate from arrivals (finished requests plus the change in those in
+flight, so that it does not lag a backlog), ISL and OSL from token counters per
+finished request, TTFT and ITL from their histograms' sum and count.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from planner.types import Traffic
+
+log = logging.getLogger(__name__)
+
+P = "dynamo_lite_frontend_"
+
+
+@dataclass(frozen=True)
+class FrontendMetricNames:
+    """Sample names read from the frontend (dynamo_lite/frontend/metrics.py)."""
+
+    requests: str = P + "requests_total"
+    input_tokens: str = P + "input_tokens_total"
+    output_tokens: str = P + "output_tokens_total"
+    ttft_sum: str = P + "time_to_first_token_seconds_sum"
+    ttft_count: str = P + "time_to_first_token_seconds_count"
+    itl_sum: str = P + "inter_token_latency_seconds_sum"
+    itl_count: str = P + "inter_token_latency_seconds_count"
+    in_flight: str = P + "requests_in_flight"  # a gauge: arrivals = finished + its change
+
+
+def totals(text: str, model: str, names: FrontendMetricNames = FrontendMetricNames()) -> dict[str, float]:
+    """Each wanted sample summed over its label sets for `model`."""
+    wanted = set(vars(names).values())
+    out = dict.fromkeys(wanted, 0.0)
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name in wanted and s.labels.get("model", model) == model:
+                out[s.name] += s.value
+    return out
+
+
+def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
+            names: FrontendMetricNames = FrontendMetricNames()) -> Traffic:
+    def delta(name: str) -> float:
+        return max(0.0, now[name] - prev[name])  # a restarted frontend resets its counters
+
+    requests = delta(names.requests)
+    arrived = max(0.0, requests + now[names.in_flight] - prev[names.in_flight])
+    ttft_n, itl_n = delta(names.ttft_count), delta(names.itl_count)
+    return Traffic(
+        request_rate=arrived / dt if dt > 0 else 0.0,
+        isl=delta(names.input_tokens) / requests if requests else None,
+        osl=delta(names.output_tokens) / requests if requests else None,
+        ttft_s=delta(names.ttft_sum) / ttft_n if ttft_n else None,
+        itl_s=delta(names.itl_sum) / itl_n if itl_n else None,
+    )
+
+
+class FrontendScraper:
+    """`await scrape(now)` -> Traffic since the previous scrape (None: first scrape, or unreachable)."""
+
+    def __init__(self, url: str, model: str, session: aiohttp.ClientSession,
+                 names: FrontendMetricNames = FrontendMetricNames()) -> None:
+        self.url = url
+        self.model = model
+        self.session = session
+        self.names = names
+        self._prev: tuple[float, dict[str, float]] | None = None
+
+    async def scrape(self, now: float) -> Traffic | None:
+        try:
+            async with self.session.get(self.url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                resp.raise_for_status()
+                current = totals(await resp.text(), self.model, self.names)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            log.debug("planner: frontend metrics at %s unavailable (%s)", self.url, e)
+            self._prev = None
+            return None
+        prev, self._prev = self._prev, (now, current)
+        if prev is None:
+            return None
+        return traffic(prev[1], current, now - prev[0], self.names)

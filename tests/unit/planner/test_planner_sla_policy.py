@@ -1,0 +1,125 @@
+"""The SLA-based policy: sizing from the profile, corrections, and the planner's constraints."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import pytest
+
+from planner import (
+    DecodeLoad, EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig,
+    Traffic, VirtualClock,
+)  # fmt: skip
+
+PROFILE = EngineProfile.load()
+CONFIG = SlaPolicyConfig(ttft_target_s=1.0, itl_target_s=0.03)
+BIG = Limits(prefill=PoolLimits(1, 16), decode=PoolLimits(1, 16), max_total=32, max_step=16, cooldown_s=0,
+             scale_down_after=1)
+
+
+def obs(rate: float, isl: float = 4096, osl: float = 200, ttft: float | None = None, itl: float | None = None,
+        running: int = 8, workers: int = 1) -> Observation:
+    return Observation(prefill_queue=0, decode=tuple(DecodeLoad(f"d{i}", 0.3, 0, running) for i in range(workers)),
+                       traffic=Traffic(request_rate=rate, isl=isl, osl=osl, ttft_s=ttft, itl_s=itl))
+
+
+def planner(limits: Limits = BIG, config: SlaPolicyConfig = CONFIG) -> tuple[Planner, VirtualClock]:
+    clock = VirtualClock()
+    return Planner(SlaPolicy(config, PROFILE), limits, clock), clock
+
+
+def test_shipped_profile_is_sane():
+    assert PROFILE.prefill_ttft_s(1024) < PROFILE.prefill_ttft_s(8192)
+    assert PROFILE.decode_itl_s(2048, 1) < PROFILE.decode_itl_s(2048, 64)
+    assert PROFILE.decode_throughput_at_itl(2048, 0.03) > PROFILE.decode_throughput_at_itl(2048, 0.006) > 0
+    assert PROFILE.kv_capacity_tokens > 0
+
+
+def test_replicas_follow_the_load_and_the_profile():
+    p, _ = planner()
+    d = p.tick(obs(rate=10, isl=4096, osl=200), Replicas(1, 1))
+    prefill_load = 10 * 4096 / PROFILE.prefill_throughput_tps(4096)  # busy replicas at 100 %
+    assert math.ceil(prefill_load) <= d.prefill.target <= math.ceil(prefill_load / 0.5)
+    decode_need = 10 * 200 / PROFILE.decode_throughput_at_itl(4096 + 100, 0.03)
+    in_flight = 10 * 200 * 0.03  # Little's law: sequences decoding at once
+    kv_need = in_flight * (4096 + 200) / (0.9 * PROFILE.kv_capacity_tokens)
+    assert d.decode.target == max(math.ceil(decode_need), math.ceil(kv_need)) == 2
+    assert "rate 10.00/s" in d.prefill.reason and "tok/s/replica" in d.decode.reason
+
+
+def test_scale_up_on_a_rising_rate():
+    p, clock = planner()
+    current, seen = Replicas(1, 1), []
+    for rate in (1, 2, 4, 8, 16, 32):
+        clock.advance(10)
+        current = p.tick(obs(rate), current).replicas
+        seen.append(current)
+    assert [r.prefill for r in seen] == sorted(r.prefill for r in seen)
+    assert seen[-1].prefill > seen[0].prefill and seen[-1].decode > seen[0].decode
+
+
+def test_tighter_ttft_target_needs_more_prefill():
+    loose, _ = planner(config=dataclasses.replace(CONFIG, ttft_target_s=5.0))
+    tight, _ = planner(config=dataclasses.replace(CONFIG, ttft_target_s=0.2))
+    o = obs(rate=12, isl=4096)
+    assert tight.tick(o, Replicas(1, 1)).prefill.proposed > loose.tick(o, Replicas(1, 1)).prefill.proposed
+
+
+def test_correction_factor_from_observed_latency():
+    p, clock = planner()
+    base = p.tick(obs(rate=10), Replicas(2, 2)).replicas
+    policy = p.policy
+    assert isinstance(policy, SlaPolicy)
+    predicted_ttft = policy.predicted_ttft_s(10, base.prefill)
+    assert predicted_ttft is not None
+    for _ in range(5):  # latency observed at twice the prediction
+        clock.advance(10)
+        last = p.tick(obs(rate=10, ttft=2 * predicted_ttft, itl=0.05, running=8), base)
+    assert policy.prefill_correction > 1.5
+    assert policy.decode_correction > 1.0
+    assert last.prefill.target > base.prefill
+    assert "corr" in last.prefill.reason
+
+
+def test_no_flapping_on_a_noisy_steady_load():
+    p, clock = planner(dataclasses.replace(BIG, max_step=1, cooldown_s=30, scale_down_after=3))
+    rng, current, history = random.Random(3), Replicas(1, 1), []
+    for _ in range(120):
+        clock.advance(10)
+        current = p.tick(obs(rate=max(0.1, rng.gauss(6, 0.6)), isl=rng.gauss(4096, 300)), current).replicas
+        history.append(current)
+    settled = history[30:]
+    changes = sum(1 for a, b in zip(settled, settled[1:]) if a != b)
+    assert changes <= 2, settled
+
+
+def test_budget_and_minimums_are_honoured():
+    limits = Limits(prefill=PoolLimits(2, 8), decode=PoolLimits(1, 8), max_total=6, max_step=8, cooldown_s=0,
+                    scale_down_after=1)
+    p, _ = planner(limits)
+    d = p.tick(obs(rate=100), Replicas(2, 1))
+    assert d.replicas.total == 6 and d.prefill.target >= 2 and d.decode.target >= 1
+    assert "budget" in d.explain()
+    d = p.tick(obs(rate=0.01), d.replicas)
+    assert d.replicas.prefill >= 2 and d.replicas.decode >= 1
+
+
+@pytest.mark.parametrize("traffic", [None, Traffic(request_rate=0.0)])
+def test_scales_down_to_minimum_when_idle_or_metrics_absent(traffic):
+    limits = dataclasses.replace(BIG, max_step=1, scale_down_after=2)
+    p, clock = planner(limits)
+    current = Replicas(4, 5)
+    for _ in range(20):
+        clock.advance(10)
+        d = p.tick(Observation(traffic=traffic), current)
+        current = d.replicas
+    assert current == Replicas(1, 1)
+    assert "no traffic" in d.prefill.reason
+
+
+def test_lengths_unknown_keeps_the_pools():
+    p, _ = planner()
+    d = p.tick(Observation(traffic=Traffic(request_rate=3.0)), Replicas(2, 3))
+    assert d.replicas == Replicas(2, 3) and "not measured" in d.decode.reason
