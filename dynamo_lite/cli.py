@@ -73,7 +73,32 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
-    stages = [_models, _observability, _worker_pools]
+    pools: list[Component] = []  # the worker pools, handed to the planner that scales them
+
+    def worker_pools(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+        from dynamo_lite.worker.pool import local_pools
+
+        pools[:] = local_pools(spec, spec_path, endpoints.nats_url, endpoints.etcd_url)
+        return list(pools)
+
+    def planner(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+        from planner.runtime import planner_stage
+
+        return list(planner_stage(spec, spec_path, endpoints, pools, on_scaled=supervisor.refresh_state))
+
+    def observability(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+        from dynamo_lite.observability.prometheus import EmbeddedPrometheus
+        from dynamo_lite.observability.targets import TargetsWriter, targets_file
+
+        targets = TargetsWriter(spec, endpoints.etcd_url)
+        supervisor.state_listeners.append(targets.on_state)
+        stage: list[Component] = [targets]
+        if spec.observability.prometheus.enabled:
+            prometheus = spec.observability.prometheus
+            stage.append(EmbeddedPrometheus(prometheus, spec.resolved_state_dir(), targets_file(spec)))
+        return stage
+
+    stages = [_models, observability, worker_pools, _frontend, planner]
     supervisor = Supervisor(spec, args.file.resolve(), component_factories=stages)
 
     async def run() -> None:
@@ -98,20 +123,10 @@ def _models(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Co
     return [preparation] if preparation.paths else []
 
 
-def _observability(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
-    from dynamo_lite.observability.prometheus import EmbeddedPrometheus
-    from dynamo_lite.observability.targets import TargetsWriter, targets_file
+def _frontend(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+    from dynamo_lite.frontend.component import frontend_stage
 
-    stage: list[Component] = [TargetsWriter(spec, endpoints.etcd_url)]
-    if spec.observability.prometheus.enabled:
-        stage.append(EmbeddedPrometheus(spec.observability.prometheus, spec.resolved_state_dir(), targets_file(spec)))
-    return stage
-
-
-def _worker_pools(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
-    from dynamo_lite.worker.pool import local_pools
-
-    return list(local_pools(spec, spec_path, endpoints.nats_url, endpoints.etcd_url))
+    return list(frontend_stage(spec, spec_path, endpoints.nats_url, endpoints.etcd_url))
 
 
 def _status(spec: ClusterSpec, args: argparse.Namespace) -> int:

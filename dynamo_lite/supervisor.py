@@ -61,6 +61,9 @@ class Supervisor:
     nats: EmbeddedNats | None = None
     etcd: EmbeddedEtcd | None = None
     components: list[Component] = field(default_factory=list)
+    endpoints: Endpoints | None = None
+    state_listeners: list[Callable[[ClusterState], None]] = field(default_factory=list)
+    """Called with the cluster's state each time it is written (processes started or stopped)."""
 
     @property
     def state_dir(self) -> Path:
@@ -89,6 +92,7 @@ class Supervisor:
     async def start(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         endpoints = await self._start_infra()
+        self.endpoints = endpoints
         self._write_state(endpoints)
         for factory in self.component_factories:
             stage = factory(self.spec, self.spec_path, endpoints)
@@ -125,6 +129,11 @@ class Supervisor:
             etcd_url=self.etcd.url if self.etcd else str(self.spec.etcd.url),
         )
 
+    def refresh_state(self) -> None:
+        """Rewrite the state file (a component started or stopped processes, e.g. the planner scaled)."""
+        if self.endpoints is not None:
+            self._write_state(self.endpoints)
+
     def _write_state(self, endpoints: Endpoints) -> None:
         processes = []
         for name, server in (("etcd", self.etcd), ("nats-server", self.nats)):
@@ -133,7 +142,7 @@ class Supervisor:
                                              log=str(server.process.log_path)))
         for component in self.components:
             processes.extend(component.processes())
-        write_state(self.state_dir, ClusterState(
+        state = ClusterState(
             namespace=self.spec.namespace,
             spec_path=str(self.spec_path),
             supervisor_pid=os.getpid(),
@@ -142,7 +151,10 @@ class Supervisor:
             nats_embedded=self.nats is not None,
             etcd_embedded=self.etcd is not None,
             processes=processes,
-        ))
+        )
+        write_state(self.state_dir, state)
+        for listener in self.state_listeners:
+            listener(state)
 
     async def _step(self, what: str, step: Awaitable[None]) -> None:
         started = time.monotonic()

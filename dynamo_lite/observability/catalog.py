@@ -15,13 +15,9 @@ def _registries() -> list[tuple[str, Callable[[CollectorRegistry], object]]]:
     from dynamo_lite.frontend.metrics import FrontendMetrics
     from dynamo_lite.worker.metrics import WorkerMetrics
 
-    found: list[tuple[str, Callable[[CollectorRegistry], object]]] = [
-        ("frontend", FrontendMetrics), ("worker agent", WorkerMetrics)]
-    try:
-        from planner.metrics import PlannerMetrics
-    except ImportError:
-        return found
-    return [*found, ("planner", PlannerMetrics)]
+    from planner.runtime.metrics import PlannerMetrics
+
+    return [("frontend", FrontendMetrics), ("worker agent", WorkerMetrics), ("planner", PlannerMetrics)]
 
 
 def catalog_markdown() -> str:

@@ -117,7 +117,22 @@ WORKERS = Dashboard("dl-workers", "dynamo_lite / workers", "Engine load per work
                                              "{{worker_id}} {{path}}"),), "ops"),
 ))
 
-DASHBOARDS = (OVERVIEW, ROUTING, DISAGGREGATION, WORKERS)
+PLANNER = Dashboard("dl-planner", "dynamo_lite / planner", "What the planner sees, decides and runs.", (
+    Panel("Replicas per pool", (Query(f"max by (pool) ({PL}replicas)", "now {{pool}}"),
+                                Query(f"max by (pool) ({PL}target_replicas)", "target {{pool}}"),
+                                Query(f"max by (pool) ({PL}proposed_replicas)", "proposed {{pool}}"))),
+    Panel("Input: prefill queue", (Query(f"max({PL}prefill_queue_depth)", "pending"),
+                                   Query(f"max({PL}prefill_in_flight)", "in flight"))),
+    Panel("Input: decode KV usage", (Query(f"max({PL}decode_kv_usage_mean)", "mean"),
+                                     Query(f"max by (worker) ({PL}decode_kv_usage)", "{{worker}}")), "percentunit"),
+    Panel("Input: traffic", (Query(f"max({PL}request_rate)", "req/s"), Query(f"max({PL}isl_tokens)", "ISL"),
+                             Query(f"max({PL}osl_tokens)", "OSL"))),
+    Panel("Input: latency seen", (Query(f"max({PL}ttft_seconds)", "TTFT"), Query(f"max({PL}itl_seconds)", "ITL")), "s"),
+    Panel("Decisions", (Query(f"sum by (pool, direction) (increase({PL}decisions_total[5m]))",
+                              "{{pool}} {{direction}}"),)),
+))
+
+DASHBOARDS = (OVERVIEW, ROUTING, DISAGGREGATION, WORKERS, PLANNER)
 
 
 def render(dashboard: Dashboard) -> dict[str, object]:

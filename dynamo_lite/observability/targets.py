@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.discovery import WorkerChange, WorkerWatcher, etcd_client
 from dynamo_lite.protocol import WorkerRecord
-from dynamo_lite.state import ProcessInfo
+from dynamo_lite.state import ClusterState, ProcessInfo
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,13 @@ def worker_targets(namespace: str, record: WorkerRecord) -> list[Target]:
     return targets
 
 
-def static_targets(spec: ClusterSpec) -> list[Target]:
-    frontend = f"{spec.frontend.host}:{spec.frontend.port}"
-    return [Target(frontend, {"namespace": spec.namespace, "component": "frontend"})]
+SCRAPED_COMPONENTS = ("frontend", "planner")
+"""Processes of `orchestrator up` (by their name in the state file) that serve /metrics at their URL."""
+
+
+def component_targets(namespace: str, processes: list[ProcessInfo]) -> list[Target]:
+    return [Target(address_of(p.url), {"namespace": namespace, "component": p.name})
+            for p in processes if p.name in SCRAPED_COMPONENTS and p.url]
 
 
 def targets_file(spec: ClusterSpec) -> Path:
@@ -68,10 +72,10 @@ class TargetsWriter:
 
     name = "prometheus targets"
 
-    def __init__(self, spec: ClusterSpec, etcd_url: str, extra: list[Target] | None = None) -> None:
+    def __init__(self, spec: ClusterSpec, etcd_url: str) -> None:
         self.spec = spec
         self.path = targets_file(spec)
-        self.static = static_targets(spec) + (extra or [])
+        self.static: list[Target] = []
         self.client = etcd_client(etcd_url)
         self.watcher = WorkerWatcher(self.client, spec.namespace)
 
@@ -90,6 +94,12 @@ class TargetsWriter:
 
     def _on_change(self, _: WorkerChange) -> None:
         self._write()
+
+    def on_state(self, state: ClusterState) -> None:
+        """The supervisor's processes changed: scrape those that serve metrics (frontend, planner)."""
+        self.static = component_targets(self.spec.namespace, state.processes)
+        if self.watcher.revision:  # started: the worker view is there to write with
+            self._write()
 
     def _write(self) -> None:
         targets = list(self.static)

@@ -14,12 +14,18 @@ import logging
 import signal
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec
+import zmq
+
+from dynamo_lite.config import ClusterSpec, ConfigError, PoolSpec, load_cluster_spec
 from dynamo_lite.protocol import WorkerId
-from dynamo_lite.worker.agent import AgentSettings, WorkerAgent, run_agent
+from dynamo_lite.infra import ProcessFailed
+from dynamo_lite.worker.agent import AgentSettings, WorkerAgent
 from dynamo_lite.worker.engine import EngineHandle, attached_engine, launched_engine
+
+log = logging.getLogger("dynamo_lite.worker")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -39,12 +45,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def build(args: argparse.Namespace, spec: ClusterSpec) -> WorkerAgent:
+def find_pool(args: argparse.Namespace, spec: ClusterSpec) -> PoolSpec:
     pool = next((p for p in spec.pools if p.name == args.pool), None)
     if pool is None:
         raise ConfigError(f"{args.file}: no pool named {args.pool!r} (pools: {', '.join(p.name for p in spec.pools)})")
+    return pool
+
+
+def build(args: argparse.Namespace, spec: ClusterSpec, worker_id: WorkerId) -> WorkerAgent:
+    """The agent and its engine (on freshly picked ports)."""
+    pool = find_pool(args, spec)
     model = spec.model_of(pool)
-    worker_id = WorkerId(args.worker_id or f"{pool.name}-{args.replica}-{uuid.uuid4().hex[:6]}")
     engine: EngineHandle
     if args.engine_url:
         engine = attached_engine(args.engine_url, args.kv_events_port, args.kv_events_replay)
@@ -69,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     try:
-        agent = build(args, load_cluster_spec(args.file))
+        spec = load_cluster_spec(args.file)
+        pool = find_pool(args, spec)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -78,10 +90,35 @@ def main(argv: list[str] | None = None) -> int:
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-        await run_agent(agent, stop)
+        worker_id = WorkerId(args.worker_id or f"{pool.name}-{args.replica}-{uuid.uuid4().hex[:6]}")
+        agent = await start_agent(lambda: build(args, spec, worker_id))
+        try:
+            await stop.wait()
+        finally:
+            await agent.stop()
 
     asyncio.run(run())
     return 0
+
+
+async def start_agent(make: Callable[[], WorkerAgent], attempts: int = 3) -> WorkerAgent:
+    """Start an agent; if one of the free ports picked for it was taken before the engine
+    bound it (another process starting at the same moment), try again with new ports."""
+    for attempt in range(1, attempts + 1):
+        agent = make()
+        try:
+            await agent.start()
+            return agent
+        except (ProcessFailed, zmq.ZMQError) as e:
+            await agent.stop()
+            if "Address already in use" not in str(e) or attempt == attempts:
+                raise
+            log.warning("a port picked for worker %s was taken meanwhile; starting again with new ports (%d/%d)",
+                        agent.settings.worker_id, attempt, attempts)
+        except BaseException:
+            await agent.stop()
+            raise
+    raise AssertionError("unreachable")
 
 
 if __name__ == "__main__":

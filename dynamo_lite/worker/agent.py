@@ -180,12 +180,3 @@ class WorkerAgent:
         if self.nc is not None:
             await self.nc.publish(load_subject(self.settings.namespace, self.settings.worker_id),
                                   msgspec.json.encode(report))
-
-
-async def run_agent(agent: WorkerAgent, stop: asyncio.Event) -> None:
-    """Start the agent, wait for `stop`, stop it (also when starting fails)."""
-    try:
-        await agent.start()
-        await stop.wait()
-    finally:
-        await agent.stop()

@@ -104,6 +104,7 @@ def test_up_runs_worker_pools_and_stops_them_all(tmp_path: Path) -> None:
     spec.write_text(
         f"namespace: pools\nstate_dir: {tmp_path / 'state'}\n"
         "models: [{name: m, path: 'builtin:tiny', block_size: 16}]\n"
+        "frontend: {port: 0}\n"
         "pools:\n"
         "  - {name: prefill, role: prefill, engine: mock, replicas: 2}\n"
         "  - {name: decode, role: decode, engine: mock}\n"

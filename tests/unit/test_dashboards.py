@@ -19,3 +19,12 @@ def test_every_panel_queries_something_and_ids_are_unique() -> None:
         assert all(p["targets"] and all(t["expr"] for t in p["targets"]) for p in rendered["panels"])
     exprs = [e for _, _, e in all_queries()]
     assert len(exprs) == len(set(exprs)), "no query repeated across panels"
+
+
+def test_readme_metric_table_is_current() -> None:
+    from pathlib import Path
+
+    from dynamo_lite.observability.catalog import catalog_markdown
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert catalog_markdown() in readme, "paste `python -m dynamo_lite.observability.catalog` into README.md"
