@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import asyncio
-import logging
 import signal
 import sys
 import time
 from pathlib import Path
 
+from dynamo_lite.entrypoint import add_spec_args, configure_logging
 from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec
 from dynamo_lite.infra import MissingBinary, ProcessFailed
 from dynamo_lite.state import pid_alive, read_state
@@ -36,11 +36,7 @@ NATS and etcd are started for you unless the spec names external ones.
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     try:
         spec = load_cluster_spec(args.file)
     except ConfigError as e:
@@ -57,8 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, help_: str, run) -> argparse.ArgumentParser:  # noqa: ANN001
         p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
-        p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+        add_spec_args(p, control_plane=False)
         p.set_defaults(run=run)
         return p
 

@@ -10,7 +10,6 @@ import msgspec
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.discovery import ETCD_UNAVAILABLE, etcd_client
 from dynamo_lite.protocol import WorkerRecord, workers_prefix
-from dynamo_lite.queue import connect_nats
 from dynamo_lite.state import ClusterState, pid_alive, read_state
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
-from pathlib import Path
 
+from dynamo_lite.entrypoint import add_spec_args, configure_logging
 from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec
 from planner.connectors.base import ScalingConnector
 from planner.connectors.observe_only import ObserveOnlyConnector
@@ -27,12 +26,9 @@ from planner.types import Pool, Replicas
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m planner", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
-    p.add_argument("--nats-url", required=True)
-    p.add_argument("--etcd-url", required=True)
+    add_spec_args(p)
     p.add_argument("--connector", choices=["kubernetes", "none"], default="none",
                    help="kubernetes: scale the pools' Deployments; none: only log decisions")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
 
 
@@ -48,8 +44,7 @@ def make_connector(kind: str, spec: ClusterSpec) -> ScalingConnector:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    configure_logging(args.log_level)
     try:
         spec = load_cluster_spec(args.file)
         decode = scaled_pools(spec).get(Pool.DECODE)

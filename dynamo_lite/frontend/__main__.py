@@ -12,10 +12,10 @@ import asyncio
 import logging
 import signal
 import sys
-from pathlib import Path
 
 from aiohttp import web
 
+from dynamo_lite.entrypoint import add_spec_args, configure_logging
 from dynamo_lite.config import ConfigError, load_cluster_spec
 from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.tokenizer import load_tokenizer
@@ -26,13 +26,10 @@ log = logging.getLogger("dynamo_lite.frontend")
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m dynamo_lite.frontend", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
-    p.add_argument("--nats-url", required=True)
-    p.add_argument("--etcd-url", required=True)
+    add_spec_args(p)
     p.add_argument("--host", help="default: frontend.host of the spec")
     p.add_argument("--port", type=int, help="default: frontend.port of the spec")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds in-flight requests may finish")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
 
 
@@ -52,8 +49,7 @@ async def serve(app: web.Application, host: str, port: int, shutdown_timeout_s: 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    configure_logging(args.log_level)
     try:
         spec = load_cluster_spec(args.file)
     except ConfigError as e:

@@ -60,7 +60,7 @@ async def openai_errors(request: web.Request, handler: Any) -> web.StreamRespons
         return await handler(request)
     except ApiError as e:
         return json_response(e.body(), e.status, e.headers)
-    except web.HTTPRequestEntityTooLarge as e:
+    except web.HTTPRequestEntityTooLarge:
         return json_response(error_body(413, f"Request body too large: the limit is {request.client_max_size} bytes.",
                                         code="request_too_large"), 413)
     except web.HTTPException as e:

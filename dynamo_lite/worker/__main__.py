@@ -19,6 +19,7 @@ from pathlib import Path
 
 import zmq
 
+from dynamo_lite.entrypoint import add_spec_args, configure_logging
 from dynamo_lite.config import ClusterSpec, ConfigError, PoolSpec, load_cluster_spec
 from dynamo_lite.protocol import WorkerId
 from dynamo_lite.infra import ProcessFailed
@@ -31,17 +32,14 @@ log = logging.getLogger("dynamo_lite.worker")
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m dynamo_lite.worker", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
+    add_spec_args(p)
     p.add_argument("--pool", required=True, help="name of the pool in the spec this worker belongs to")
-    p.add_argument("--nats-url", required=True)
-    p.add_argument("--etcd-url", required=True)
     p.add_argument("--replica", type=int, default=0, help="replica index, used in the worker id and log names")
     p.add_argument("--worker-id", help="default: <pool>-<replica>-<random>")
     p.add_argument("--cpu-core", type=int, help="CPU engines: pin the engine's threads to this core")
     p.add_argument("--engine-url", help="attach to this running engine instead of launching one")
     p.add_argument("--kv-events-port", type=int, default=0, help="with --engine-url: port to receive KV events on")
     p.add_argument("--kv-events-replay", help="with --engine-url: the engine's KV-event replay endpoint")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p.parse_args(argv)
 
 
@@ -77,8 +75,7 @@ def build(args: argparse.Namespace, spec: ClusterSpec, worker_id: WorkerId) -> W
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    configure_logging(args.log_level)
     try:
         spec = load_cluster_spec(args.file)
         pool = find_pool(args, spec)

@@ -1,0 +1,23 @@
+"""What every dynamo_lite process's command line shares: the spec, the control plane, logging."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def add_spec_args(parser: argparse.ArgumentParser, control_plane: bool = True) -> None:
+    """-f cluster.yaml and --log-level; with `control_plane`, also --nats-url and --etcd-url."""
+    parser.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
+    if control_plane:
+        parser.add_argument("--nats-url", required=True, help="NATS server, e.g. nats://127.0.0.1:4222")
+        parser.add_argument("--etcd-url", required=True, help="etcd, e.g. http://127.0.0.1:2379")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def configure_logging(level: str) -> None:
+    """Once per process, from its entry point (never from library code)."""
+    logging.basicConfig(level=getattr(logging, level.upper()), format=LOG_FORMAT)
