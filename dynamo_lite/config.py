@@ -10,17 +10,22 @@ This module is the only place that reads environment variables (`DYNAMO_LITE_STA
 
 from __future__ import annotations
 
-import difflib
-import enum
 import os
 import re
 from pathlib import Path
-import types
-from typing import Annotated, Literal, Union, get_args, get_origin
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
+from dynamo_lite.config_errors import explain
 from dynamo_lite.protocol import Role
 
 Port = Annotated[int, Field(ge=0, le=65535)]
@@ -402,83 +407,7 @@ def parse_cluster_spec(text: str, source: str = "<cluster.yaml>") -> ClusterSpec
         return ClusterSpec.model_validate(data)
     except ValidationError as e:
         root = yaml.compose(text)
-        raise ConfigError("\n".join(_explain(e, source, root))) from None
-
-
-def _explain(error: ValidationError, source: str, root: yaml.Node | None) -> list[str]:
-    lines = []
-    for err in error.errors(include_url=False):
-        loc = err["loc"]
-        where = f"{source}{_line_of(root, loc)}: {key_path(loc) or '(top level)'}"
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{where}: unknown key{_suggestion(loc)}")
-        elif err["type"] == "value_error":
-            lines.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
-        elif err["type"] == "missing":
-            lines.append(f"{where}: required key is missing")
-        else:
-            lines.append(f"{where}: {err['msg']} (got {err['input']!r})")
-    return lines
-
-
-def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> str:
-    """':LINE' of the deepest YAML node on the key path, or '' when there is none."""
-    node, line = root, None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if k.value == part), None)
-            if match is None:
-                break
-            line, node = match[0].start_mark.line, match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line
-        else:
-            break
-    return "" if line is None else f":{line + 1}"
-
-
-def key_path(loc: tuple[int | str, ...]) -> str:
-    """('pools', 1, 'replicas') -> 'pools[1].replicas'."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _suggestion(loc: tuple[int | str, ...]) -> str:
-    section = _section_at(loc[:-1])
-    if section is None:
-        return ""
-    allowed = sorted(section.model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f" (allowed: {', '.join(allowed)}){hint}"
-
-
-def _section_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] = ClusterSpec
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(str(part))
-        if field is None:
-            return None
-        inner = _model_in(field.annotation)
-        if inner is None:
-            return None
-        model = inner
-    return model
-
-
-def _model_in(annotation: object) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+        raise ConfigError("\n".join(explain(e, source, root, ClusterSpec))) from None
 
 
 def split_url(url: str) -> tuple[str, int]:
@@ -487,48 +416,7 @@ def split_url(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def reference_markdown() -> str:
-    """The cluster.yaml reference table for README.md, generated from the schema's docstrings."""
-    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
-    _reference_rows(ClusterSpec, "", rows)
-    return "\n".join(rows)
-
-
-def _reference_rows(model: type[BaseModel], prefix: str, rows: list[str]) -> None:
-    for name, field in model.model_fields.items():
-        path = f"{prefix}{name}"
-        inner = _model_in(field.annotation)
-        meaning = (field.description or "").replace("|", "/").replace("\n", " ")
-        if inner is not None and get_origin(field.annotation) is list:
-            rows.append(f"| `{path}` | list of mappings | `[]` | {meaning} |")
-            _reference_rows(inner, f"{path}[].", rows)
-        elif inner is not None:
-            if field.default is None:
-                rows.append(f"| `{path}` | mapping or null | `null` | {meaning} |")
-            _reference_rows(inner, f"{path}.", rows)
-        else:
-            default = "required" if field.is_required() else f"`{_yaml_value(field.default)}`"
-            rows.append(f"| `{path}` | {_type_name(field.annotation)} | {default} | {meaning} |")
-
-
-def _yaml_value(value: object) -> str:
-    return yaml.safe_dump(value.value if isinstance(value, enum.Enum) else value, default_flow_style=True).strip().removesuffix("...").strip()
-
-
-def _type_name(annotation: object) -> str:
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Annotated:
-        return _type_name(args[0])
-    if origin in (Union, types.UnionType):
-        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
-    if origin is Literal:
-        return " / ".join(str(a) for a in args)
-    if origin is list:
-        return f"list of {_type_name(args[0])}"
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return " / ".join(str(m.value) for m in annotation)
-    return getattr(annotation, "__name__", str(annotation))
-
-
 if __name__ == "__main__":
+    from dynamo_lite.config_reference import reference_markdown
+
     print(reference_markdown())

@@ -129,7 +129,7 @@ def test_cli_prints_problem_and_exits_2(tmp_path: Path) -> None:
 
 
 def test_readme_reference_is_current() -> None:
-    from dynamo_lite.config import reference_markdown
+    from dynamo_lite.config_reference import reference_markdown
 
     assert reference_markdown() in (REPO / "README.md").read_text(), (
         "README's cluster.yaml reference is stale: paste `python -m dynamo_lite.config` into it"
