@@ -157,4 +157,11 @@ async def _pieces(resp: aiohttp.ClientResponse, usage: StreamUsage) -> AsyncIter
             usage.completion_tokens = u.get("completion_tokens")
             usage.cached_tokens = (u.get("prompt_tokens_details") or {}).get("cached_tokens")
         for choice in chunk.get("choices") or ():
-            yield Piece(choice.get("text") or "", choice.get("token_ids"), choice.get("finish_reason"))
+            reason = choice.get("finish_reason")
+            if reason == "abort":
+                # The frontend aborts only by closing the connection, so this is the engine giving
+                # up on its own (a worker shutting down aborts what it runs): like a dead worker.
+                if choice.get("text") or choice.get("token_ids"):
+                    yield Piece(choice.get("text") or "", choice.get("token_ids"), None)
+                raise WorkerFailed("engine aborted the request (shutting down?)")
+            yield Piece(choice.get("text") or "", choice.get("token_ids"), reason)
