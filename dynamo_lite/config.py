@@ -113,13 +113,49 @@ class DisaggregationSpec(Section):
     """How long the frontend waits for a prefill job's result."""
 
 
+class ApiKeysSpec(Section):
+    file: Path | None = None
+    """File of accepted API keys, one per line (blank lines and `#` comments ignored)."""
+    env: str | None = None
+    """Name of an environment variable holding accepted keys, comma-separated."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.file is not None or self.env is not None
+
+    def load(self) -> frozenset[str]:
+        """The accepted keys; raises ConfigError if a source is missing or holds none."""
+        keys: set[str] = set()
+        if self.file is not None:
+            try:
+                lines = self.file.read_text().splitlines()
+            except OSError as e:
+                raise ConfigError(f"frontend.api_keys.file: cannot read {self.file}: {e.strerror}") from None
+            keys.update(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+        if self.env is not None:
+            if self.env not in os.environ:
+                raise ConfigError(f"frontend.api_keys.env: environment variable {self.env} is not set")
+            keys.update(k.strip() for k in os.environ[self.env].split(",") if k.strip())
+        if self.enabled and not keys:
+            raise ConfigError("frontend.api_keys: the configured sources hold no key")
+        return frozenset(keys)
+
+
 class FrontendSpec(Section):
     host: str = "127.0.0.1"
     """Interface the OpenAI-compatible HTTP API listens on."""
     port: Port = 8000
     """Its port."""
+    api_keys: ApiKeysSpec = ApiKeysSpec()
+    """Optional: when a source is set, /v1/* needs `Authorization: Bearer <key>` (401 otherwise)."""
     max_concurrent_requests: Annotated[int, Field(ge=1)] = 256
-    """Admission control: requests beyond this many in flight get 429 with Retry-After."""
+    """Admission control: requests served at once; more wait in a queue."""
+    max_queued_requests: Annotated[int, Field(ge=0)] = 1024
+    """Requests that may wait for a slot; beyond that, 429 with Retry-After."""
+    queue_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """A request that waited this long for a slot gets 429 with Retry-After."""
+    max_tokens_limit: Annotated[int, Field(ge=1)] | None = None
+    """Largest max_tokens a request may ask for (400 above it); null: only the context length limits it."""
     max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
     """Largest request body accepted; a larger one gets 413."""
     upstream_timeout_s: Annotated[float, Field(gt=0)] = 120.0

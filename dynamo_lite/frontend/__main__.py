@@ -52,12 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         spec = load_cluster_spec(args.file)
+        api_keys = spec.frontend.api_keys.load()
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     cache = spec.resolved_state_dir() / "models"
     tokenizers = {m.name: load_tokenizer(m.path, cache) for m in spec.models}
-    app = build_app(FrontendConfig.from_spec(spec, args.nats_url, args.etcd_url), tokenizers)
+    app = build_app(FrontendConfig.from_spec(spec, args.nats_url, args.etcd_url), tokenizers, api_keys=api_keys)
+    if api_keys:
+        log.info("API keys required on /v1 (%d accepted)", len(api_keys))
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_lite.config import ClusterSpec, FrontendSpec, ModelSpec
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
+from dynamo_lite.frontend.admission import Admission, ApiKeys
 from dynamo_lite.frontend.disagg import DisaggPolicy
 from dynamo_lite.frontend.errors import openai_errors
 from dynamo_lite.frontend.fleet import Fleet
@@ -72,8 +73,9 @@ class FrontendState:
     tokenizers: dict[str, ModelTokenizer]
     metrics: FrontendMetrics
     fleet: Fleet
+    admission: Admission
+    api_keys: ApiKeys
     flow: RequestFlow | None = None  # set while the connections are open
-    in_flight: int = 0
     models: dict[str, ModelSpec] = field(default_factory=dict)
 
 
@@ -85,17 +87,31 @@ Connections = Callable[[web.Application], AsyncIterator[None]]
 
 
 def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
-              registry: CollectorRegistry | None = None, connections: Connections | None = None) -> web.Application:
-    """The app; `connections` defaults to the real ones (etcd, NATS, engines), tests pass fakes."""
+              registry: CollectorRegistry | None = None, connections: Connections | None = None,
+              api_keys: frozenset[str] = frozenset()) -> web.Application:  # fmt: skip
+    """The app; `connections` defaults to the real ones (etcd, NATS, engines), tests pass fakes.
+    With `api_keys`, every /v1 request needs one of them (see `frontend.api_keys` of the spec)."""
     from dynamo_lite.frontend import handlers
 
     metrics = FrontendMetrics(registry if registry is not None else CollectorRegistry())
     fleet = Fleet({m.name: config.router_config(m) for m in config.models}, metrics)
-    app = web.Application(middlewares=[openai_errors], client_max_size=config.frontend.max_body_bytes)
-    app[STATE] = FrontendState(config, tokenizers, metrics, fleet, models={m.name: m for m in config.models})
+    f = config.frontend
+    admission = Admission(f.max_concurrent_requests, f.max_queued_requests, f.queue_timeout_s)
+    metrics.queued.set_function(lambda: admission.waiting)
+    app = web.Application(middlewares=[openai_errors, _require_api_key], client_max_size=f.max_body_bytes)
+    app[STATE] = FrontendState(config, tokenizers, metrics, fleet, admission, ApiKeys(api_keys),
+                               models={m.name: m for m in config.models})
     app.cleanup_ctx.append(connections or open_connections)
     handlers.add_routes(app)
     return app
+
+
+@web.middleware
+async def _require_api_key(request: web.Request, handler: Callable) -> web.StreamResponse:
+    """/v1/* needs a key when keys are configured; /health, /metrics and /openapi.json stay open (as in vLLM)."""
+    if request.path.startswith("/v1/"):
+        request.app[STATE].api_keys.check(request.headers.get("Authorization"))
+    return await handler(request)
 
 
 async def open_connections(app: web.Application) -> AsyncIterator[None]:

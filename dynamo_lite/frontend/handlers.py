@@ -45,30 +45,25 @@ def add_routes(app: web.Application) -> None:
 
 
 def _counted(endpoint: str, handler: Handler) -> Handler:
-    """Admission control, the in-flight gauge and the per-status request counter around a handler."""
+    """Admission control and the per-status request counter around a handler."""
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         state = request.app[STATE]
-        limit = state.config.frontend.max_concurrent_requests
-        if state.in_flight >= limit:
-            state.metrics.rejected.inc()
-            state.metrics.requests.labels("", endpoint, "429").inc()
-            raise ApiError(429, f"Too many requests in flight (limit {limit}); retry shortly.",
-                           code="rate_limit_exceeded", headers={"Retry-After": "1"})
-        state.in_flight += 1
         status = "500"
         try:
-            response = await handler(request)
+            async with state.admission.slot():
+                response = await handler(request)
             status = response.get(STATUS_LABEL, str(response.status))
             return response
         except ApiError as e:
             status = str(e.status)
+            if e.status == 429:
+                state.metrics.rejected.inc()
             raise
         except BaseException:
             status = "client_closed"
             raise
         finally:
-            state.in_flight -= 1
             state.metrics.requests.labels(request.get(MODEL_LABEL, ""), endpoint, status).inc()
 
     return wrapped
@@ -125,6 +120,9 @@ def _request(state: FrontendState, body: OpenAiRequest, ids: list[int], param: s
     if not ids:
         raise ApiError(400, "The prompt is empty.", param=param)
     limit = body.output_limit()
+    cap = state.config.frontend.max_tokens_limit
+    if cap is not None and limit is not None and limit > cap:
+        raise ApiError(400, f"max_tokens is {limit}, but this service allows at most {cap}.", param="max_tokens")
     if len(ids) >= max_len or (limit is not None and len(ids) + limit > max_len):
         asked = f" and {limit} for the completion" if limit is not None else ""
         raise ApiError(400, f"This model's maximum context length is {max_len} tokens. However, you requested "
@@ -134,7 +132,8 @@ def _request(state: FrontendState, body: OpenAiRequest, ids: list[int], param: s
     sampling = Sampling(temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop_list(),
                         presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty)
     tokenizer = state.tokenizers[body.model]
-    return GenerationRequest(RequestId(rid), body.model, ids, limit or max_len - len(ids), sampling,
+    default = max_len - len(ids) if cap is None else min(cap, max_len - len(ids))
+    return GenerationRequest(RequestId(rid), body.model, ids, limit or default, sampling,
                              time.monotonic(), tokenizer.encode_text)
 
 

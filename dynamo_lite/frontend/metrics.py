@@ -19,6 +19,7 @@ class FrontendMetrics:
         self.in_flight = Gauge(P + "requests_in_flight", "Requests being served", ["model"], registry=r)
         self.rejected = Counter(P + "admission_rejections", "Requests refused with 429 by admission control",
                                 registry=r)
+        self.queued = Gauge(P + "requests_queued", "Requests waiting for an admission slot", registry=r)
         self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival to first output token", ["model"],
                               buckets=_LATENCY, registry=r)
         self.itl = Histogram(P + "inter_token_latency_seconds", "Time between output chunks, per token", ["model"],

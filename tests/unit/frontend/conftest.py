@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class Script:
     fail_after: int | None = None  # raise WorkerFailed after this many pieces
     timeout: bool = False
     cached_tokens: int = 0
+    gate: asyncio.Event | None = None  # if set, the worker waits for it before its first piece
 
 
 @dataclass
@@ -55,6 +57,8 @@ class FakeEngines:
             raise UpstreamTimeout("fake timeout")
         finished = False
         try:
+            if script.gate is not None:
+                await script.gate.wait()
             for i, piece in enumerate(script.pieces):
                 if script.fail_after is not None and i >= script.fail_after:
                     raise WorkerFailed("fake worker died")
@@ -122,7 +126,7 @@ async def harness(tokenizer: ModelTokenizer) -> AsyncIterator[Callable[..., obje
     """`await harness(**frontend_spec_fields)` -> a started Harness (models m: 256 tokens, agg)."""
     clients: list[TestClient] = []
 
-    async def make(**frontend: object) -> Harness:
+    async def make(api_keys: frozenset[str] = frozenset(), **frontend: object) -> Harness:
         engines, submitter = FakeEngines(), FakeSubmitter()
         models = (ModelSpec(name="m", path="x", max_model_len=256), ModelSpec(name="agg", path="x"))
         spec = FrontendSpec.model_validate({"max_body_bytes": 65536, **frontend})
@@ -134,7 +138,8 @@ async def harness(tokenizer: ModelTokenizer) -> AsyncIterator[Callable[..., obje
             yield
             state.flow = None
 
-        app = build_app(config, {"m": tokenizer, "agg": tokenizer}, connections=fake_connections)
+        app = build_app(config, {"m": tokenizer, "agg": tokenizer}, connections=fake_connections,
+                        api_keys=api_keys)
         client = TestClient(TestServer(app, handler_cancellation=True))
         await client.start_server()
         clients.append(client)

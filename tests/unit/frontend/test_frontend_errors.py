@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -94,14 +95,76 @@ async def test_body_over_the_limit_is_413(harness) -> None:
     assert_error(await resp.json(), "invalid_request_error", contains="limit is 2048 bytes")
 
 
-async def test_admission_control_is_429_with_retry_after(harness) -> None:
-    h = await harness(max_concurrent_requests=2)
-    h.app[STATE].in_flight = 2  # two requests being served
+async def test_admission_queues_then_refuses_with_429_and_retry_after(harness) -> None:
+    h = await harness(max_concurrent_requests=2, max_queued_requests=1, queue_timeout_s=30)
+    gate = asyncio.Event()
+    h.add_worker("d0", script=Script(pieces(3), gate=gate))
+    admission = h.app[STATE].admission
+    held = [asyncio.create_task(h.client.post(CHAT, json={"model": "m", "messages": HELLO})) for _ in range(3)]
+    while admission.running < 2 or admission.waiting < 1:  # two served (held at the gate), one queued
+        await asyncio.sleep(0.01)
+    assert await h.metric("dynamo_lite_frontend_requests_queued") == 1
     resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
     assert resp.status == 429
     assert resp.headers["Retry-After"] == "1"
-    assert_error(await resp.json(), "rate_limit_exceeded", contains="Too many requests in flight (limit 2)")
+    assert_error(await resp.json(), "rate_limit_exceeded", contains="2 running and 1 queued")
+    gate.set()  # the queued request gets a slot as soon as one is free: all three complete
+    assert [r.status for r in await asyncio.gather(*held)] == [200, 200, 200]
     assert await h.metric("dynamo_lite_frontend_admission_rejections_total") == 1
+
+
+async def test_a_request_queued_past_the_timeout_is_429(harness) -> None:
+    h = await harness(max_concurrent_requests=1, max_queued_requests=4, queue_timeout_s=0.2)
+    gate = asyncio.Event()
+    h.add_worker("d0", script=Script(pieces(3), gate=gate))
+    first = asyncio.create_task(h.client.post(CHAT, json={"model": "m", "messages": HELLO}))
+    while h.app[STATE].admission.running < 1:
+        await asyncio.sleep(0.01)
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
+    assert resp.status == 429
+    assert_error(await resp.json(), "rate_limit_exceeded", contains="no slot free within 0.2 s")
+    gate.set()
+    assert (await first).status == 200
+
+
+async def test_max_tokens_above_the_service_limit_is_400(harness) -> None:
+    h = await harness(max_tokens_limit=8)
+    h.add_worker("d0", script=Script(pieces(3)))
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO, "max_tokens": 9})
+    assert resp.status == 400
+    assert_error(await resp.json(), "invalid_request_error", param="max_tokens", contains="at most 8")
+    assert (await h.client.post(CHAT, json={"model": "m", "messages": HELLO})).status == 200
+    assert h.engines.calls[-1]["max_tokens"] == 8  # no max_tokens: the service limit, not the context
+
+
+@pytest.mark.parametrize(("header", "message"), [
+    (None, "You didn't provide an API key"),
+    ("Bearer wrong", "Incorrect API key provided"),
+    ("Basic c2VjcmV0", "You didn't provide an API key"),
+    ("Bearer ", "You didn't provide an API key"),
+])
+async def test_api_keys_401_without_the_right_key(harness, header: str | None, message: str) -> None:
+    h = await harness(api_keys=frozenset({"secret-1", "secret-2"}))
+    h.add_worker("d0", script=Script(pieces(3)))
+    headers = {} if header is None else {"Authorization": header}
+    for path, body in ((CHAT, {"model": "m", "messages": HELLO}), ("/v1/completions", {"model": "m", "prompt": "x"})):
+        resp = await h.client.post(path, json=body, headers=headers)
+        assert resp.status == 401
+        assert_error(await resp.json(), "invalid_request_error", contains=message)
+    assert (await h.client.get("/v1/models", headers=headers)).status == 401
+    assert (await h.client.get("/health")).status == 200  # probes and scrapes stay open, as with vLLM's --api-key
+    assert (await h.client.get("/metrics")).status == 200
+
+
+async def test_api_keys_any_configured_key_is_accepted(harness) -> None:
+    h = await harness(api_keys=frozenset({"secret-1", "secret-2"}))
+    h.add_worker("d0", script=Script(pieces(3)))
+    for key in ("secret-1", "secret-2"):
+        resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO},
+                                   headers={"Authorization": f"Bearer {key}"})
+        assert resp.status == 200, await resp.text()
+    resp = await h.client.get("/v1/models", headers={"Authorization": "Bearer secret-2"})
+    assert resp.status == 200
 
 
 async def test_no_worker_is_503(harness) -> None:
