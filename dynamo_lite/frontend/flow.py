@@ -118,13 +118,18 @@ class RequestFlow:
                 met = timing.within(self.settings.ttft_target_s, self.settings.itl_target_s)
                 self.metrics.slo.labels(req.model, "true" if met else "false").inc()
                 return
-            except WorkerFailed as e:
+            except (WorkerFailed, UpstreamTimeout) as e:
+                # A worker that stopped answering (frozen, partitioned) is failed for this request too.
+                timed_out = isinstance(e, UpstreamTimeout)
                 failed.add(worker.worker_id)
                 fleet.suspect(worker.worker_id, self.settings.suspect_s)
                 if len(generated) >= req.max_tokens:  # it failed after the last token: nothing to resend
                     result.finish_reason, result.completion_tokens = "length", len(generated)
                     yield Piece("", [], "length")
                     return
+                if timed_out and (result.migrations >= self.settings.max_migrations
+                                  or not fleet.candidates(exclude=failed)):  # fmt: skip
+                    raise ApiError(504, f"The worker did not answer in time: {e}", code="upstream_timeout") from e
                 if result.migrations >= self.settings.max_migrations:
                     raise ApiError(502, f"Worker failed and the request was moved {result.migrations} time(s) "
                                         f"already: {e}", code="worker_failed") from e  # fmt: skip
@@ -133,11 +138,9 @@ class RequestFlow:
                                         f"{e}", code="no_worker_available") from e  # fmt: skip
                 result.migrations += 1
                 stage = "mid_stream" if generated else "before_first_token"
-                self.metrics.migrations.labels(req.model, stage).inc()
-                log.warning("request %s: worker %s failed (%s) after %d tokens; migrating", req.request_id,
-                            worker.worker_id, e, len(generated))
-            except UpstreamTimeout as e:
-                raise ApiError(504, f"The worker did not answer in time: {e}", code="upstream_timeout") from e
+                self.metrics.migrations.labels(req.model, "timeout" if timed_out else stage).inc()
+                log.warning("request %s: worker %s %s after %d tokens; migrating", req.request_id, worker.worker_id,
+                            "timed out" if timed_out else f"failed ({e})", len(generated))
             except UpstreamRejected as e:
                 raise ApiError(400, e.args[0], code="engine_rejected") from e
             finally:

@@ -176,6 +176,16 @@ async def test_no_worker_is_503(harness) -> None:
         assert_error(await resp.json(), "service_unavailable", contains="No worker is available for model `m`")
 
 
+async def test_a_worker_that_times_out_is_left_for_another(harness) -> None:
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(3), timeout=True))
+    h.add_worker("d1", script=Script(pieces(3)))
+    for _ in range(2):  # whichever the router picks first, the request ends on d1
+        resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
+        assert resp.status == 200, await resp.text()
+    assert h.engines.calls[-1]["worker"] == "d1"
+
+
 async def test_upstream_timeout_is_504(harness) -> None:
     h = await harness()
     h.add_worker("d0", script=Script(pieces(3), timeout=True))
