@@ -316,3 +316,17 @@ async def test_a_client_that_goes_away_frees_its_blocks() -> None:
         assert 'vllm:kv_cache_usage_perc{engine="0",model_name="mock-8b"} 0.0' in text
         assert 'vllm:request_success_total{engine="0",finished_reason="abort",model_name="mock-8b"} 1.0' in text
         assert (await client.post("/reset_prefix_cache")).status == 200
+
+
+async def test_tokenize_as_vllm() -> None:
+    async with in_process() as client:
+        r = await client.post("/tokenize", json={"model": "mock-8b", "prompt": "t5 t6 hello"})
+        body = await r.json()
+        assert r.status == 200
+        assert body["tokens"][:2] == [5, 6] and body["count"] == 3 and body["max_model_len"] == 2048
+        r = await client.post("/tokenize", json={"messages": [{"role": "user", "content": "t5"}],
+                                                 "return_token_strs": True})
+        body = await r.json()
+        assert body["count"] == len(body["token_strs"]) > 1
+        r = await client.post("/tokenize", json={"model": "mock-8b"})
+        assert r.status == 400

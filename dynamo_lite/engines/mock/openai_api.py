@@ -80,6 +80,17 @@ class ChatRequest(_OpenAiRequest):
     max_completion_tokens: int | None = Field(default=None, ge=1)
 
 
+class TokenizeRequest(_Body):
+    """POST /tokenize, as vLLM's: a prompt, or chat messages rendered with the chat template."""
+
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    add_special_tokens: bool = True
+    add_generation_prompt: bool = True
+    return_token_strs: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     """A finished request, in the terms every response shape needs."""

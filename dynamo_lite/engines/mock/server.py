@@ -23,7 +23,8 @@ from dynamo_lite.engines.mock.args import MockEngineArgs
 from dynamo_lite.engines.mock.blocks import hash_blocks
 from dynamo_lite.engines.mock.engine import RequestStream
 from dynamo_lite.engines.mock.openai_api import (
-    ChatRequest, ChatShape, CompletionRequest, CompletionShape, GenerateRequest, GenerateShape, Result, Shape, usage,
+    ChatRequest, ChatShape, CompletionRequest, CompletionShape, GenerateRequest, GenerateShape, Result, Shape,
+    TokenizeRequest, usage,
 )  # fmt: skip
 from dynamo_lite.engines.mock.sequence import FinishReason, Sequence, output_key
 from dynamo_lite.engines.mock.tokenizer import render_chat
@@ -70,6 +71,7 @@ def build_app(args: MockEngineArgs, registry: CollectorRegistry | None = None) -
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/inference/v1/abort_requests", _abort_requests)
     app.router.add_post("/reset_prefix_cache", _reset_prefix_cache)
+    app.router.add_post("/tokenize", _tokenize)
     return app
 
 
@@ -167,6 +169,19 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     rid = "chatcmpl-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
     shape = ChatShape(job.stop_ids, body.return_token_ids, int(time.time()))
     return await _serve(request, state, job, shape, rid, model)
+
+
+async def _tokenize(request: web.Request) -> web.Response:
+    """vLLM's /tokenize (routers such as vllm-router's cache_aware and kv_aware ask every worker)."""
+    state = request.app[STATE]
+    body = await _parse(request, TokenizeRequest)
+    _check_model(state, body.model)
+    if (body.prompt is None) == (body.messages is None):
+        raise ApiError(400, "give exactly one of 'prompt' and 'messages'")
+    text = body.prompt if body.prompt is not None else render_chat([(m.role, m.text()) for m in body.messages or []])
+    ids = state.tokenizer.encode(text)
+    strs = [state.tokenizer.decode([t]) for t in ids] if body.return_token_strs else None
+    return _json({"count": len(ids), "max_model_len": state.args.max_model_len, "tokens": ids, "token_strs": strs})
 
 
 async def _abort_requests(request: web.Request) -> web.Response:
