@@ -26,11 +26,14 @@ Run an OpenAI-compatible LLM service on a fleet of vLLM workers.
   orchestrator up -f cluster.yaml       bring the cluster up (foreground; Ctrl-C stops it)
   orchestrator status -f cluster.yaml   what runs where, and whether it is healthy
   orchestrator down -f cluster.yaml     stop a cluster started by `up`
+  orchestrator scale -f cluster.yaml POOL N
+                                        set a running pool's replicas (through `up`'s admin API)
   orchestrator render k8s -f cluster.yaml -o DIR
                                         the same cluster as Kubernetes manifests
 
 cluster.yaml is described in README.md; examples are in deploy/examples/.
 NATS and etcd are started for you unless the spec names external ones.
+Secrets never go in cluster.yaml: it names the environment variables that hold them.
 """
 
 
@@ -61,6 +64,17 @@ def _parser() -> argparse.ArgumentParser:
     command("status", "show the cluster's processes, their health and the registered workers", _status)
     down = command("down", "stop the cluster that `orchestrator up` runs for this spec", _down)
     down.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for an orderly stop")
+    scale = command("scale", "set the number of workers of a pool of the running cluster", _scale)
+    scale.description = (
+        "Set the number of workers of a pool of the running cluster, through the admin API of "
+        "`orchestrator up` (its address is in the cluster's state file; when `admin.token_env` names a "
+        "variable, the bearer token is read from it). Returns once the new workers have registered, or the "
+        "removed ones have drained and stopped. With the planner enabled, it may move the pool again later."
+    )
+    scale.add_argument("pool", metavar="POOL", help="name of the pool in the spec")
+    scale.add_argument("replicas", metavar="N", type=int, help="workers the pool should have (0 or more)")
+    scale.add_argument("--timeout", type=float, default=900.0,
+                       help="seconds to wait for the workers (vLLM engines take minutes to start)")
     from dynamo_lite.k8s.render import add_render_command
 
     add_render_command(sub)
@@ -95,6 +109,16 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
 
     stages = [_models, observability, worker_pools, _frontend, planner]
     supervisor = Supervisor(spec, args.file.resolve(), component_factories=stages)
+    if spec.admin.enabled:
+        from dynamo_lite.admin import AdminServer, admin_app
+
+        try:
+            token = spec.admin.token()
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_CONFIG
+        app = admin_app(spec, lambda: pools, lambda: cluster_status(spec), supervisor.refresh_state, token)
+        supervisor.admin = AdminServer(spec.admin, app)
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -105,7 +129,10 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run())
-    except (AlreadyRunning, MissingBinary, ProcessFailed) as e:
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (AlreadyRunning, MissingBinary, ProcessFailed, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     return 0
@@ -125,7 +152,11 @@ def _frontend(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[
 
 
 def _status(spec: ClusterSpec, args: argparse.Namespace) -> int:
-    status = asyncio.run(cluster_status(spec))
+    try:
+        status = asyncio.run(cluster_status(spec))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
     print(render(spec, status))
     return 0 if status.healthy and status.checks else EXIT_FAILED
 
@@ -148,6 +179,34 @@ def _down(spec: ClusterSpec, args: argparse.Namespace) -> int:
                 os.kill(pid, signal.SIGKILL)
         return EXIT_FAILED
     print("stopped.")
+    return 0
+
+
+def _scale(spec: ClusterSpec, args: argparse.Namespace) -> int:
+    from dynamo_lite.admin import AdminError, scale_pool
+
+    state = read_state(spec.resolved_state_dir())
+    if state is None:
+        print(f"error: cluster {spec.namespace!r} is not running (no live `orchestrator up` for "
+              f"{spec.resolved_state_dir()})", file=sys.stderr)
+        return EXIT_FAILED
+    if state.admin_url is None:
+        print("error: the running `orchestrator up` serves no admin API (admin.enabled: false)", file=sys.stderr)
+        return EXIT_FAILED
+    if args.replicas < 0:
+        print("error: N must be 0 or more", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        token = spec.admin.token()
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        reply = asyncio.run(scale_pool(state.admin_url, args.pool, args.replicas, token, args.timeout))
+    except AdminError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"pool {reply.pool.name}: {reply.previous} -> {reply.pool.replicas} replicas")
     return 0
 
 

@@ -5,11 +5,13 @@ key is an error, never silently dropped. `load_cluster_spec(path)` returns a
 validated `ClusterSpec` or raises `ConfigError` whose message names the file,
 the key path (`pools[1].replicas`) and what is wrong, one line per problem.
 
-This module is the only place that reads environment variables (`DYNAMO_LITE_STATE_DIR`).
+This module and credentials.py are the only places that read environment variables
+(`DYNAMO_LITE_STATE_DIR`; secrets, from the variables that the spec names).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -26,6 +28,7 @@ from pydantic import (
 )
 
 from dynamo_lite.config_errors import explain
+from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
 from dynamo_lite.protocol import Role
 
 Port = Annotated[int, Field(ge=0, le=65535)]
@@ -45,6 +48,28 @@ def _matching(pattern: str, expected: str) -> AfterValidator:
 Name = Annotated[str, _matching(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$", "letters, digits, '-' or '_' (at most 63)")]
 NatsUrl = Annotated[str, _matching(r"^(nats|tls)://[^:/\s]+:\d+/?$", "nats://host:port")]
 EtcdUrl = Annotated[str, _matching(r"^https?://[^:/\s]+:\d+/?$", "http://host:port")]
+EnvVar = Annotated[str, _matching(r"^[A-Za-z_][A-Za-z0-9_]*$", "the name of an environment variable")]
+"""Where a secret is: the spec names the variable, never holds the secret."""
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.1, ::1, localhost: reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _secret(key: str, variable: str | None) -> str | None:
+    """The value of the environment variable named at `key`; ConfigError when it is unset or empty."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"{key}: environment variable {variable} is not set (it holds the secret)")
+    return value
 
 
 class Section(BaseModel):
@@ -53,30 +78,71 @@ class Section(BaseModel):
 
 class NatsSpec(Section):
     url: NatsUrl | None = None
-    """External NATS server, e.g. `nats://10.0.0.5:4222`. Absent: `orchestrator up` starts one."""
+    """External NATS server, e.g. `nats://10.0.0.5:4222`. Absent: `orchestrator up` starts one, with a random token."""
     host: str = "127.0.0.1"
     """Interface the embedded server binds to."""
     port: Port = 0
     """Client port of the embedded server; 0 picks a free one."""
+    token_env: EnvVar | None = None
+    """External NATS: the environment variable that holds its token."""
+    user: str | None = None
+    """External NATS: user name, with `password_env` (instead of a token)."""
+    password_env: EnvVar | None = None
+    """External NATS: the environment variable that holds `user`'s password."""
 
     @property
     def embedded(self) -> bool:
         return self.url is None
+
+    @model_validator(mode="after")
+    def _credentials_by_reference(self) -> NatsSpec:
+        if self.embedded and (self.token_env or self.user or self.password_env):
+            raise ValueError("token_env, user and password_env are for an external server (`url`); "
+                             "the embedded one gets a new random token at each `orchestrator up`")
+        if self.token_env and (self.user or self.password_env):
+            raise ValueError("give `token_env`, or `user` with `password_env`, not both")
+        if (self.user is None) != (self.password_env is None):
+            raise ValueError("`user` and `password_env` go together")
+        return self
+
+    def credentials(self) -> NatsCredentials:
+        """The external server's credentials, from the variables named here; ConfigError if one is unset."""
+        return NatsCredentials(token=_secret("nats.token_env", self.token_env), user=self.user,
+                               password=_secret("nats.password_env", self.password_env))
 
 
 class EtcdSpec(Section):
     url: EtcdUrl | None = None
     """External etcd, e.g. `http://10.0.0.6:2379`. Absent: `orchestrator up` starts one."""
     host: str = "127.0.0.1"
-    """Interface the embedded server binds to."""
+    """Interface the embedded server binds to: loopback only (it has no authentication)."""
     port: Port = 0
     """Client port of the embedded server; 0 picks a free one."""
     lease_ttl_s: Annotated[int, Field(ge=2, le=300)] = 10
     """Time-to-live of worker leases: a killed worker disappears within this time."""
+    user: str | None = None
+    """External etcd with authentication: user name, with `password_env`."""
+    password_env: EnvVar | None = None
+    """External etcd: the environment variable that holds `user`'s password."""
 
     @property
     def embedded(self) -> bool:
         return self.url is None
+
+    @model_validator(mode="after")
+    def _safe(self) -> EtcdSpec:
+        if self.embedded and not is_loopback(self.host):
+            raise ValueError(f"host {self.host!r} is not a loopback address: the embedded etcd has no "
+                             "authentication; for etcd shared between machines run one with auth and set `url`")
+        if self.embedded and (self.user or self.password_env):
+            raise ValueError("user and password_env are for an external etcd (`url`)")
+        if (self.user is None) != (self.password_env is None):
+            raise ValueError("`user` and `password_env` go together")
+        return self
+
+    def credentials(self) -> EtcdCredentials:
+        """The external etcd's credentials, from the variable named here; ConfigError if it is unset."""
+        return EtcdCredentials(self.user, _secret("etcd.password_env", self.password_env))
 
 
 class ModelSpec(Section):
@@ -358,6 +424,28 @@ class ObservabilitySpec(Section):
     """`orchestrator up` always writes Prometheus file-SD targets to `<state_dir>/prometheus/targets.json`."""
 
 
+class AdminSpec(Section):
+    enabled: bool = True
+    """Serve the admin API (`GET /status`, `GET /pools`, `POST /pools/{name}/scale`) from `orchestrator up`."""
+    host: str = "127.0.0.1"
+    """Interface it listens on; anything but loopback needs `token_env`."""
+    port: Port = 0
+    """Its port; 0 picks a free one (the state file records it; `orchestrator scale` finds it there)."""
+    token_env: EnvVar | None = None
+    """The environment variable holding the bearer token every admin request must carry; null: none (loopback)."""
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> AdminSpec:
+        if self.enabled and self.token_env is None and not is_loopback(self.host):
+            raise ValueError(f"host {self.host!r} is not a loopback address: name `token_env`, the environment "
+                             "variable holding the admin API's bearer token")
+        return self
+
+    def token(self) -> str | None:
+        """The bearer token, from the variable `token_env` names; ConfigError if it is unset."""
+        return _secret("admin.token_env", self.token_env)
+
+
 class ClusterSpec(Section):
     namespace: Name = "default"
     """Name of this cluster; prefixes its etcd keys and NATS subjects, so clusters can share servers."""
@@ -372,6 +460,8 @@ class ClusterSpec(Section):
     """Worker pools: each a number of identical workers of one role, engine and model."""
     planner: PlannerSpec = PlannerSpec()
     observability: ObservabilitySpec = ObservabilitySpec()
+    admin: AdminSpec = AdminSpec()
+    """The admin API of `orchestrator up`, apart from the public OpenAI API."""
     kubernetes: KubernetesSpec = KubernetesSpec()
     """How `orchestrator render k8s` turns this spec into Kubernetes objects; unused by `orchestrator up`."""
 

@@ -1,7 +1,8 @@
 """The running cluster's state file: what `orchestrator up` started, for `status` and `down`.
 
 Written by `up` to `<state_dir>/cluster.json` once everything it starts is up,
-rewritten when that set changes, removed on a clean shutdown.
+rewritten when that set changes, removed on a clean shutdown. It holds the embedded
+NATS server's token, so only its owner may read it (mode 0600).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
     nats_embedded: bool
     etcd_embedded: bool
     processes: list[ProcessInfo] = []
+    nats_token: str | None = None  # the embedded NATS server's token (external servers: see the spec)
+    admin_url: str | None = None  # the admin API of `up`, if enabled
 
 
 def state_file(state_dir: Path) -> Path:
@@ -37,7 +40,10 @@ def state_file(state_dir: Path) -> Path:
 def write_state(state_dir: Path, state: ClusterState) -> None:
     path = state_file(state_dir)
     tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(msgspec.json.format(msgspec.json.encode(state)))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)  # a leftover .tmp may have had other permissions
+        f.write(msgspec.json.format(msgspec.json.encode(state)))
     tmp.replace(path)  # atomic: readers never see half a file
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import msgspec
 
 from dynamo_lite.config import ClusterSpec
-from dynamo_lite.discovery import ETCD_UNAVAILABLE, etcd_client
+from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
+from dynamo_lite.discovery import ETCD_UNAVAILABLE, EtcdAuthError, etcd_client, refusal
 from dynamo_lite.protocol import WorkerRecord, workers_prefix
 from dynamo_lite.state import ClusterState, pid_alive, read_state
 
@@ -32,16 +33,30 @@ class ClusterStatus:
         return all(c.healthy for c in self.checks)
 
 
+def control_plane_credentials(spec: ClusterSpec,
+                              state: ClusterState | None) -> tuple[NatsCredentials, EtcdCredentials]:
+    """The embedded NATS server's token from the state file; an external server's credentials from
+    the environment variables the spec names (ConfigError if one is unset). The embedded etcd has none."""
+    if state is not None and state.nats_embedded:
+        nats = NatsCredentials(token=state.nats_token)
+    else:
+        nats = spec.nats.credentials() if spec.nats.url else NatsCredentials()
+    embedded_etcd = state.etcd_embedded if state is not None else spec.etcd.embedded
+    return nats, EtcdCredentials() if embedded_etcd else spec.etcd.credentials()
+
+
 async def cluster_status(spec: ClusterSpec, timeout_s: float = 3.0) -> ClusterStatus:
+    """Raises ConfigError when the spec names a credentials variable that is not set."""
     state = read_state(spec.resolved_state_dir())
     nats_url = state.nats_url if state else spec.nats.url
     etcd_url = state.etcd_url if state else spec.etcd.url
+    nats_creds, etcd_creds = control_plane_credentials(spec, state)
     checks: list[Check] = []
     workers: list[WorkerRecord] = []
     if nats_url:
-        checks.append(await _check_nats(nats_url, timeout_s))
+        checks.append(await _check_nats(nats_url, nats_creds, timeout_s))
     if etcd_url:
-        etcd_check, workers = await _check_etcd(etcd_url, spec.namespace, timeout_s)
+        etcd_check, workers = await _check_etcd(etcd_url, etcd_creds, spec.namespace, timeout_s)
         checks.append(etcd_check)
     if state:
         for p in state.processes:
@@ -51,10 +66,13 @@ async def cluster_status(spec: ClusterSpec, timeout_s: float = 3.0) -> ClusterSt
     return ClusterStatus(state, checks, workers)
 
 
-async def _check_nats(url: str, timeout_s: float) -> Check:
+async def _check_nats(url: str, credentials: NatsCredentials, timeout_s: float) -> Check:
     try:
-        nc = await asyncio.wait_for(_nats_connect_once(url, timeout_s), timeout_s)
+        nc = await asyncio.wait_for(_nats_connect_once(url, credentials, timeout_s), timeout_s)
     except Exception as e:  # noqa: BLE001 - any failure to connect is 'unhealthy', reported as it is
+        if "authorization violation" in str(e).lower():
+            given = "wrong credentials" if credentials else "no credentials given"
+            return Check("nats", url, False, f"refused: authorization violation ({given})")
         return Check("nats", url, False, f"unreachable: {e or type(e).__name__}")
     try:
         info = await nc.jetstream().account_info()
@@ -65,18 +83,25 @@ async def _check_nats(url: str, timeout_s: float) -> Check:
         await nc.close()
 
 
-async def _nats_connect_once(url: str, timeout_s: float):  # noqa: ANN202 - nats' Client
+async def _nats_connect_once(url: str, credentials: NatsCredentials,
+                             timeout_s: float):  # noqa: ANN202 - nats' Client
     import nats  # local: status must not keep reconnecting forever like the long-lived clients
 
-    return await nats.connect(url, connect_timeout=timeout_s, max_reconnect_attempts=0, allow_reconnect=False)
+    return await nats.connect(url, connect_timeout=timeout_s, max_reconnect_attempts=0, allow_reconnect=False,
+                              **credentials.connect_options())
 
 
-async def _check_etcd(url: str, namespace: str, timeout_s: float) -> tuple[Check, list[WorkerRecord]]:
+async def _check_etcd(url: str, credentials: EtcdCredentials, namespace: str,
+                      timeout_s: float) -> tuple[Check, list[WorkerRecord]]:
     try:
-        async with etcd_client(url, timeout_s=timeout_s) as client:
+        async with etcd_client(url, timeout_s=timeout_s, credentials=credentials) as client:
             status = await client.status()
             found = await client.get_prefix(workers_prefix(namespace).encode())
+    except EtcdAuthError as e:
+        return Check("etcd", url, False, f"refused: {e}"), []
     except ETCD_UNAVAILABLE as e:
+        if (refused := refusal(e)) is not None:
+            return Check("etcd", url, False, f"refused: {refused}"), []
         return Check("etcd", url, False, f"unreachable: {type(e).__name__}"), []
     workers = []
     for kv in found:

@@ -5,6 +5,12 @@ each stage of components in the order given (the components of a stage together)
 (last started, first stopped, so workers can still revoke leases and drain over
 NATS), then NATS, then etcd. Every child process is started with a parent-death
 signal, so even a killed supervisor leaves no orphans.
+
+Credentials: the embedded NATS server gets a new random token at each start; an
+external server's credentials come from the variables the spec names. They reach
+the children (and this process's own clients) as environment variables
+(credentials.py), set here before any component starts and removed at shutdown.
+The admin API, when given, starts right after NATS and etcd and stops first.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from dynamo_lite import credentials
 from dynamo_lite.config import ClusterSpec
+from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
 from dynamo_lite.state import ClusterState, ProcessInfo, read_state, remove_state, write_state
 
@@ -52,6 +60,16 @@ class AlreadyRunning(RuntimeError):
     pass
 
 
+class AdminEndpoint(Protocol):
+    """The admin API (dynamo_lite.admin.AdminServer): `url` is set once `start()` returns."""
+
+    url: str | None
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 @dataclass
 class Supervisor:
     spec: ClusterSpec
@@ -64,6 +82,9 @@ class Supervisor:
     endpoints: Endpoints | None = None
     state_listeners: list[Callable[[ClusterState], None]] = field(default_factory=list)
     """Called with the cluster's state each time it is written (processes started or stopped)."""
+    admin: AdminEndpoint | None = None
+    _saved_environ: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    """Values the credential variables had before `start()`, put back at shutdown."""
 
     @property
     def state_dir(self) -> Path:
@@ -90,9 +111,18 @@ class Supervisor:
             )
 
     async def start(self) -> None:
+        """Raises ConfigError (before starting anything) if the spec names a credentials variable that is unset."""
+        nats_creds = NatsCredentials() if self.spec.nats.embedded else self.spec.nats.credentials()
+        etcd_creds = EtcdCredentials() if self.spec.etcd.embedded else self.spec.etcd.credentials()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         endpoints = await self._start_infra()
         self.endpoints = endpoints
+        if self.nats is not None:
+            nats_creds = NatsCredentials(token=self.nats.token)
+        self._export(nats_creds.environ() | etcd_creds.environ())
+        if self.admin is not None:
+            await self._step("starting admin API", self.admin.start())
+            self._say(f"admin API: {self.admin.url} (`orchestrator scale -f SPEC POOL N`)")
         self._write_state(endpoints)
         for factory in self.component_factories:
             stage = factory(self.spec, self.spec_path, endpoints)
@@ -106,6 +136,8 @@ class Supervisor:
 
     async def shutdown(self) -> None:
         """Stop in reverse order; each step is bounded by the component's own timeouts."""
+        if self.admin is not None:
+            await self._quietly("stopping admin API", self.admin.stop())
         while self.components:
             component = self.components.pop()
             await self._quietly(f"stopping {component.name}", component.stop())
@@ -114,6 +146,24 @@ class Supervisor:
         if self.etcd is not None:
             await self._quietly("stopping etcd", self.etcd.stop())
         remove_state(self.state_dir)
+        self._restore_environ()
+
+    def _export(self, values: dict[str, str]) -> None:
+        """Credentials for every child started from now on (and this process's own clients)."""
+        for name in credentials.VARIABLES:
+            self._saved_environ.setdefault(name, os.environ.get(name))
+            if name in values:
+                os.environ[name] = values[name]
+            else:
+                os.environ.pop(name, None)  # e.g. a token in the caller's shell for some other server
+
+    def _restore_environ(self) -> None:
+        for name, value in self._saved_environ.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._saved_environ.clear()
 
     async def _start_infra(self) -> Endpoints:
         steps = []
@@ -121,7 +171,8 @@ class Supervisor:
             self.etcd = EmbeddedEtcd(self.state_dir, self.spec.etcd.host, self.spec.etcd.port)
             steps.append(self._step("starting etcd", self.etcd.start()))
         if self.spec.nats.embedded:
-            self.nats = EmbeddedNats(self.state_dir, self.spec.nats.host, self.spec.nats.port)
+            self.nats = EmbeddedNats(self.state_dir, self.spec.nats.host, self.spec.nats.port,
+                                     token=credentials.new_token())
             steps.append(self._step("starting nats-server (JetStream)", self.nats.start()))
         await asyncio.gather(*steps)
         return Endpoints(
@@ -151,6 +202,8 @@ class Supervisor:
             nats_embedded=self.nats is not None,
             etcd_embedded=self.etcd is not None,
             processes=processes,
+            nats_token=self.nats.token if self.nats else None,
+            admin_url=self.admin.url if self.admin else None,
         )
         write_state(self.state_dir, state)
         for listener in self.state_listeners:

@@ -15,7 +15,7 @@ import logging
 import aetcd
 import msgspec
 
-from dynamo_lite.discovery.etcd_client import ETCD_UNAVAILABLE
+from dynamo_lite.discovery.etcd_client import ETCD_UNAVAILABLE, refusal
 from dynamo_lite.protocol import WorkerRecord, worker_key
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,9 @@ class WorkerRegistration:
         """Set while the record is known to be in etcd; cleared while re-registering."""
 
     async def start(self, timeout_s: float = 30.0) -> None:
-        """Register (retrying while etcd is unreachable, up to `timeout_s`), then keep the lease alive."""
+        """Register (retrying while etcd is unreachable, up to `timeout_s`), then keep the lease alive.
+
+        Raises EtcdAuthError at once if etcd refuses the client's credentials."""
         if self._task is not None:
             return
         deadline = asyncio.get_running_loop().time() + timeout_s
@@ -42,6 +44,8 @@ class WorkerRegistration:
                 await self._register()
                 break
             except ETCD_UNAVAILABLE as e:
+                if (refused := refusal(e)) is not None:
+                    raise refused from e
                 if asyncio.get_running_loop().time() > deadline:
                     raise RuntimeError(f"worker {self.record.worker_id}: etcd unreachable for {timeout_s:.0f} s") from e
                 log.warning("worker %s: etcd unreachable (%s); retrying registration",
@@ -90,6 +94,9 @@ class WorkerRegistration:
                 await self._register()
             except ETCD_UNAVAILABLE as e:
                 self.registered.clear()
+                if (refused := refusal(e)) is not None:
+                    log.error("worker %s: %s; retrying in %.1f s", self.record.worker_id, refused, interval)
+                    continue
                 log.warning("worker %s: etcd unreachable (%s); retrying in %.1f s",
                             self.record.worker_id, type(e).__name__, interval)
 

@@ -18,7 +18,7 @@ import aetcd
 import aetcd.exceptions
 import msgspec
 
-from dynamo_lite.discovery.etcd_client import ETCD_UNAVAILABLE
+from dynamo_lite.discovery.etcd_client import ETCD_UNAVAILABLE, refusal
 from dynamo_lite.protocol import Role, WorkerId, WorkerRecord, workers_prefix
 
 log = logging.getLogger(__name__)
@@ -55,10 +55,16 @@ class WorkerWatcher:
         return [w for w in self.workers.values() if w.role == role and (model is None or w.model == model)]
 
     async def start(self) -> None:
-        """Take the snapshot (raises if etcd is unreachable), then watch in the background."""
+        """Take the snapshot (raises if etcd is unreachable; EtcdAuthError if it refuses the
+        client's credentials), then watch in the background."""
         if self._task is not None:
             return
-        await self._resync()
+        try:
+            await self._resync()
+        except ETCD_UNAVAILABLE as e:
+            if (refused := refusal(e)) is not None:
+                raise refused from e
+            raise
         self._task = asyncio.create_task(self._watch_forever(), name="worker-watcher")
 
     async def stop(self) -> None:
@@ -95,7 +101,8 @@ class WorkerWatcher:
                 log.warning("worker watch: revision %d compacted; resyncing", self.revision + 1)
                 await self._retry(self._resync)
             except ETCD_UNAVAILABLE as e:
-                log.warning("worker watch interrupted (%s); resuming from revision %d", type(e).__name__, self.revision)
+                reason = refusal(e) or type(e).__name__
+                log.warning("worker watch interrupted (%s); resuming from revision %d", reason, self.revision)
                 await asyncio.sleep(self.retry_s)
 
     async def _watch_once(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.k8s.names import CONFIG_PATH, etcd_url, k8s_namespace, labels, nats_url, object_name, pool_deployments
-from dynamo_lite.k8s.pods import Obj, container, http_probe, metadata, pod_template
+from dynamo_lite.k8s.pods import Obj, container, credentials_env, http_probe, metadata, pod_template
 
 PLANNER_COMMAND = ["python", "-m", "planner"]
 """The planner's entry point; it is told `--connector kubernetes` (see `planner_container`)."""
@@ -17,7 +17,7 @@ def frontend(spec: ClusterSpec, spec_text: str) -> list[Obj]:
     command = ["python", "-m", "dynamo_lite.frontend", "-f", CONFIG_PATH, "--nats-url", nats_url(spec),
                "--etcd-url", etcd_url(spec), "--host", "0.0.0.0", "--port", str(port)]
     api = container(
-        spec, "frontend", command, ports=[{"name": "http", "containerPort": port}],
+        spec, "frontend", command, ports=[{"name": "http", "containerPort": port}], env=credentials_env(spec),
         resources={"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
         # The first start builds a builtin model's tokenizer; after that /health answers at once.
         startupProbe=http_probe("http", "/health", 5, 60),
@@ -65,7 +65,7 @@ def planner(spec: ClusterSpec, spec_text: str) -> list[Obj]:
     selector = labels(spec, "planner")
     command = [*PLANNER_COMMAND, "-f", CONFIG_PATH, "--nats-url", nats_url(spec), "--etcd-url", etcd_url(spec),
                "--connector", "kubernetes"]
-    main = container(spec, "planner", command,
+    main = container(spec, "planner", command, env=credentials_env(spec),
                      resources={"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}})
     pod = pod_template(spec, spec_text, selector, [main], serviceAccountName=name,
                        terminationGracePeriodSeconds=30)

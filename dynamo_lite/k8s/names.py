@@ -85,6 +85,11 @@ def etcd_url(spec: ClusterSpec) -> str:
     return f"http://{object_name(spec, 'etcd')}.{k8s_namespace(spec)}.svc:{ETCD_PORT}"
 
 
+def credentials_secret(spec: ClusterSpec) -> str:
+    """The Secret, created by the operator, that holds the external NATS and etcd secrets."""
+    return object_name(spec, "credentials")
+
+
 def frontend_url(spec: ClusterSpec) -> str:
     """The frontend's Service, e.g. for the planner's traffic metrics."""
     return f"http://{object_name(spec, 'frontend')}.{k8s_namespace(spec)}.svc:{spec.frontend.port}"

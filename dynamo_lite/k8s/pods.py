@@ -10,8 +10,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from dynamo_lite import credentials
 from dynamo_lite.config import ClusterSpec
-from dynamo_lite.k8s.names import CONFIG_DIR, MODELS_DIR, STATE_DIR, object_name
+from dynamo_lite.k8s.names import (
+    CONFIG_DIR,
+    MODELS_DIR,
+    STATE_DIR,
+    credentials_secret,
+    object_name,
+)
 
 Obj = dict[str, Any]
 """One Kubernetes object, or a part of one, in the API's JSON shape."""
@@ -36,6 +43,27 @@ def downward_env() -> list[Obj]:
         {"name": "DYNAMO_LITE_STATE_DIR", "value": STATE_DIR},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
+
+
+def credentials_env(spec: ClusterSpec) -> list[Obj]:
+    """The external NATS and etcd credentials, for the containers that connect to them: user
+    names as values, secrets from the Secret `credentials_secret(spec)`, which the operator
+    creates (keys `nats-token`, `nats-password`, `etcd-password`; see README)."""
+    secret = credentials_secret(spec)
+
+    def from_secret(name: str, key: str) -> Obj:
+        return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+    out: list[Obj] = []
+    if spec.nats.token_env:
+        out.append(from_secret(credentials.NATS_TOKEN, "nats-token"))
+    if spec.nats.user:
+        out += [{"name": credentials.NATS_USER, "value": spec.nats.user},
+                from_secret(credentials.NATS_PASSWORD, "nats-password")]
+    if spec.etcd.user:
+        out += [{"name": credentials.ETCD_USER, "value": spec.etcd.user},
+                from_secret(credentials.ETCD_PASSWORD, "etcd-password")]
+    return out
 
 
 def env_list(env: dict[str, str]) -> list[Obj]:

@@ -23,13 +23,13 @@ import dataclasses
 from pathlib import Path
 
 from connectors import kv_transfer_config, nixl_env
-from dynamo_lite.config import ClusterSpec, KvTransferSpec, ModelSpec, PoolSpec, VllmEngineSpec
+from dynamo_lite.config import ClusterSpec, KvTransferSpec, MockEngineSpec, ModelSpec, PoolSpec, VllmEngineSpec
 from dynamo_lite.engines.models import BUILTIN
 from dynamo_lite.k8s.names import (
     CONFIG_PATH, ENGINE_PORT, KV_EVENTS_PORT, KV_REPLAY_PORT, NIXL_PORT, STATE_DIR, etcd_url, k8s_namespace,
     labels, nats_url, pool_deployment, pool_settings,
 )  # fmt: skip
-from dynamo_lite.k8s.pods import Obj, container, env_list, http_probe, metadata, pod_template
+from dynamo_lite.k8s.pods import Obj, container, credentials_env, env_list, http_probe, metadata, pod_template
 
 MODEL_CACHE = f"{STATE_DIR}/models"
 EVENTS_BIND = f"tcp://127.0.0.1:{KV_EVENTS_PORT}"  # the agent's SUB socket; the engine connects
@@ -73,15 +73,12 @@ def vllm_command(spec: ClusterSpec, pool: PoolSpec) -> tuple[list[str], dict[str
 def mock_command(spec: ClusterSpec, pool: PoolSpec) -> tuple[list[str], dict[str, str]]:
     """argv and environment of the mock engine container, from the worker's own builder."""
     from dynamo_lite.engines.mock import engine_command
-    from dynamo_lite.engines.mock.args import parse_args
-    from dynamo_lite.worker.engine import _mock_argv
+    from dynamo_lite.worker.engine import mock_engine_args
 
     model = spec.model_of(pool)
-    kv = _kv(pool)
-    local = _mock_argv(pool, model.name, model.block_size, model.max_model_len, ENGINE_PORT, EVENTS_BIND,
-                       REPLAY_BIND, kv)
-    args = dataclasses.replace(parse_args(local[3:], env={}), host="0.0.0.0",
-                               nixl_side_channel_host=POD_IP, nixl_side_channel_port=NIXL_PORT)
+    local = mock_engine_args(pool.mock or MockEngineSpec(), model.name, model.block_size, model.max_model_len,
+                             ENGINE_PORT, EVENTS_BIND, REPLAY_BIND, _kv(pool))
+    args = dataclasses.replace(local, host="0.0.0.0", nixl_side_channel_host=POD_IP, nixl_side_channel_port=NIXL_PORT)
     return engine_command(args, python="python"), {}
 
 
@@ -127,7 +124,7 @@ def agent_container(spec: ClusterSpec, pool: PoolSpec) -> Obj:
         "--kv-events-port", str(KV_EVENTS_PORT), "--kv-events-replay", REPLAY_BIND,
     ]  # fmt: skip
     # No probes: the agent serves no HTTP; a fatal error ends its process and the kubelet restarts it.
-    return container(spec, "agent", command,
+    return container(spec, "agent", command, env=credentials_env(spec),
                      resources={"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}})
 
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from connectors import kv_transfer_config, nixl_env
 from dynamo_lite.config import ClusterSpec, KvTransferSpec, MockEngineSpec, PoolSpec, VllmEngineSpec
 from dynamo_lite.infra import ManagedProcess, free_port
 from dynamo_lite.infra.health import http_ok
+
+if TYPE_CHECKING:
+    from dynamo_lite.engines.mock import MockEngineArgs
 
 
 @dataclass
@@ -72,7 +76,10 @@ def launched_engine(spec: ClusterSpec, pool: PoolSpec, model_dir: Path, log_dir:
         )
         argv, env = config.argv(), config.environ()
     else:
-        argv = _mock_argv(pool, model.name, model.block_size, model.max_model_len, port, events_bind, replay_ep, kv)
+        from dynamo_lite.engines.mock import engine_command
+
+        argv = engine_command(mock_engine_args(pool.mock or MockEngineSpec(), model.name, model.block_size,
+                                               model.max_model_len, port, events_bind, replay_ep, kv))
     process = ManagedProcess(f"engine {name}", argv, log_dir / f"{name}.engine.log", env=env)
     return EngineHandle(
         url=f"http://127.0.0.1:{port}", kv_events_bind=events_bind, kv_events_replay=replay_ep,
@@ -85,21 +92,20 @@ def _kv_settings(pool: PoolSpec) -> tuple[str, int | None]:
     return kv.buffer_device, kv.progress_delay_us
 
 
-def _mock_argv(pool: PoolSpec, model: str, block_size: int, max_len: int, port: int, events: str, replay: str,
-               kv: dict[str, object] | None) -> list[str]:
-    from dynamo_lite.engines.mock import KvEventsConfig, KvTransferConfig, MockEngineArgs, engine_command
+def mock_engine_args(m: MockEngineSpec, model: str, block_size: int, max_len: int, port: int, events: str,
+                     replay: str, kv: dict[str, object] | None = None, topic: str = "kv") -> MockEngineArgs:
+    """The mock engine a worker of a `engine: mock` pool runs (benchmarks start the same one for peer routers)."""
+    from dynamo_lite.engines.mock import KvEventsConfig, KvTransferConfig, MockEngineArgs
 
-    m = pool.mock or MockEngineSpec()
     transfer = None
     if kv is not None:
         transfer = KvTransferConfig(kv_connector="NixlConnector", kv_role=kv["kv_role"])  # type: ignore[arg-type]
-    args = MockEngineArgs(
+    return MockEngineArgs(
         model=model, port=port, block_size=block_size, max_model_len=max_len, num_gpu_blocks=m.num_gpu_blocks,
         max_num_seqs=m.max_num_seqs, max_num_batched_tokens=m.max_num_batched_tokens, timing=m.timing,
         speedup_ratio=m.speedup_ratio, seed=m.seed, enable_prompt_tokens_details=True,
         kv_events_config=KvEventsConfig(enable_kv_cache_events=True, publisher="zmq", endpoint=events,
-                                        replay_endpoint=replay, topic="kv"),
+                                        replay_endpoint=replay, topic=topic),
         kv_transfer_config=transfer,
     )
-    return engine_command(args)
 

@@ -127,11 +127,12 @@ class LocalPool:
 
 
 def local_pools(spec: ClusterSpec, spec_path: Path, nats_url: str, etcd_url: str) -> list[LocalPool]:
-    """Prefill pools first, so decode workers find them; aggregated and decode after."""
+    """Every pool of the spec, also those with `replicas: 0` (the admin API and the planner may grow
+    them); prefill pools first, so decode workers find them; aggregated and decode after."""
     order = {"prefill": 0, "aggregated": 1, "decode": 2}
     pools = sorted(spec.pools, key=lambda p: order[p.role.value])
     cores = count()
-    return [LocalPool(spec, spec_path, p, nats_url, etcd_url, cores) for p in pools if p.replicas > 0]
+    return [LocalPool(spec, spec_path, p, nats_url, etcd_url, cores) for p in pools]
 
 
 class ModelPreparation:

@@ -43,13 +43,13 @@ def test_defaults_and_references() -> None:
 
 def test_unknown_key_names_path_and_suggests() -> None:
     assert error_of("etcd:\n  host: 0.0.0.0\n  prot: 2379\n") == (
-        "c.yaml:3: etcd.prot: unknown key (allowed: host, lease_ttl_s, port, url); did you mean 'port'?"
+        "c.yaml:3: etcd.prot: unknown key (allowed: host, lease_ttl_s, password_env, port, url, user); did you mean 'port'?"
     )
 
 
 def test_unknown_top_level_key() -> None:
     assert error_of("namespace: a\nworkers: []\n") == (
-        "c.yaml:2: workers: unknown key (allowed: etcd, frontend, kubernetes, models, namespace, nats, observability, "
+        "c.yaml:2: workers: unknown key (allowed: admin, etcd, frontend, kubernetes, models, namespace, nats, observability, "
         "planner, pools, state_dir)"
     )
 
@@ -124,7 +124,7 @@ def test_cli_prints_problem_and_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         "error: invalid cluster spec",
-        f"{bad}:4: etcd.lease_ttl: unknown key (allowed: host, lease_ttl_s, port, url); did you mean 'lease_ttl_s'?",
+        f"{bad}:4: etcd.lease_ttl: unknown key (allowed: host, lease_ttl_s, password_env, port, url, user); did you mean 'lease_ttl_s'?",
     ]
 
 
