@@ -220,6 +220,8 @@ class FrontendSpec(Section):
     """Requests that may wait for a slot; beyond that, 429 with Retry-After."""
     queue_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     """A request that waited this long for a slot gets 429 with Retry-After."""
+    body_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """A request body not fully received this long after its headers gets 408 (a slow client holds no slot)."""
     max_tokens_limit: Annotated[int, Field(ge=1)] | None = None
     """Largest max_tokens a request may ask for (400 above it); null: only the context length limits it."""
     max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024

@@ -21,6 +21,7 @@ from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.tokenizer import load_tokenizer
 
 log = logging.getLogger("dynamo_lite.frontend")
+IDLE_CONNECTION_TIMEOUT_S = 75.0  # as nginx: an idle or header-less connection is closed after this long
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -35,8 +36,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 async def serve(app: web.Application, host: str, port: int, shutdown_timeout_s: float, stop: asyncio.Event) -> None:
     # handler_cancellation: a client that disconnects cancels its handler, which closes
-    # the engine connection and so aborts the engine request.
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout_s)
+    # the engine connection and so aborts the engine request. keepalive_timeout also closes a
+    # connection that never completes its request headers (aiohttp's default is an hour).
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout_s,
+                           keepalive_timeout=IDLE_CONNECTION_TIMEOUT_S)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

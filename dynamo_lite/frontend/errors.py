@@ -1,8 +1,10 @@
 """OpenAI-shaped errors: `{"error": {"message", "type", "param", "code"}}` with the right status.
 
 Handlers raise `ApiError`; the `openai_errors` middleware turns it, aiohttp's own
-HTTP errors (unknown route 404, wrong method 405, body too large 413) and any
-unexpected exception (500, logged, message not leaked) into that shape.
+HTTP errors (unknown route 404, wrong method 405, body too large 413, a body that
+cannot be read or inflated 400) and any unexpected exception (500, logged, message
+not leaked) into that shape. A declared Content-Length over the limit is a 413 before
+any handler runs, rather than a wait for a body that may never come.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ _TYPES = {
     401: "invalid_request_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_exceeded",
     500: "internal_server_error",
@@ -57,17 +60,27 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 
 @web.middleware
 async def openai_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    if (request.content_length or 0) > request.client_max_size:
+        return _too_large(request)
     try:
         return await handler(request)
     except ApiError as e:
         return json_response(e.body(), e.status, e.headers)
     except web.HTTPRequestEntityTooLarge:
-        return json_response(error_body(413, f"Request body too large: the limit is {request.client_max_size} bytes.",
-                                        code="request_too_large"), 413)
+        return _too_large(request)
+    except web.RequestPayloadError as e:  # e.g. Content-Encoding: deflate over bytes that are not deflate
+        why = (str(e).strip().splitlines() or ["unreadable"])[-1].strip()  # aiohttp's: "400, message:\n  <why>"
+        return json_response(error_body(400, f"Could not read the request body: {why}", code="invalid_body"), 400)
     except web.HTTPException as e:
         if e.status < 400:
             raise
-        return json_response(error_body(e.status, e.reason or "error"), e.status)
-    except Exception:  # noqa: BLE001 - the client gets a clean 500, the log gets the traceback
+        kept = {k: v for k, v in e.headers.items() if k.lower() not in ("content-type", "content-length")}
+        return json_response(error_body(e.status, e.reason or "error"), e.status, kept)  # kept: Allow of a 405
+    except Exception:  # the client gets a clean 500, the log gets the traceback
         log.exception("unhandled error in %s %s", request.method, request.path)
         return json_response(error_body(500, "Internal server error."), 500)
+
+
+def _too_large(request: web.Request) -> web.Response:
+    return json_response(error_body(413, f"Request body too large: the limit is {request.client_max_size} bytes.",
+                                    code="request_too_large"), 413)

@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from dynamo_lite.frontend.app import STATE, FrontendState
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.flow import FlowResult, GenerationRequest
+from dynamo_lite.frontend.openapi import build_document, document_handler
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest, parse_body
 from dynamo_lite.frontend.sse import DONE, ChatShape, CompletionShape, Shape, sse, usage_body
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
@@ -42,6 +43,9 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    state = app[STATE]
+    app.router.add_get("/openapi.json", document_handler(build_document(list(state.models),
+                                                                        bearer_auth=state.api_keys.enabled)))
 
 
 def _counted(endpoint: str, handler: Handler) -> Handler:
@@ -51,6 +55,7 @@ def _counted(endpoint: str, handler: Handler) -> Handler:
         state = request.app[STATE]
         status = "500"
         try:
+            await _read_body(request, state.config.frontend.body_timeout_s)
             async with state.admission.slot():
                 response = await handler(request)
             status = response.get(STATUS_LABEL, str(response.status))
@@ -69,12 +74,24 @@ def _counted(endpoint: str, handler: Handler) -> Handler:
     return wrapped
 
 
+async def _read_body(request: web.Request, timeout_s: float) -> None:
+    """Receive the whole body (aiohttp keeps it for `read()`) before the request may take a slot."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await request.read()
+    except TimeoutError:
+        raise ApiError(408, f"The request body was not received within {timeout_s:g} s.", code="request_timeout") \
+            from None
+
+
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
-    body = parse_body(await request.read(), ChatCompletionRequest)
+    raw = await request.read()
+    body = parse_body(raw, ChatCompletionRequest)
     tokenizer = _served(request, state, body.model)
-    try:
-        ids = await _off_loop_if_long(sum(len(m.text()) for m in body.messages), tokenizer.encode_chat, body.messages)
+    try:  # the body's size too: many small messages make the template slow as well
+        ids = await _off_loop_if_long(max(len(raw), sum(len(m.text()) for m in body.messages)), tokenizer.encode_chat,
+                                      body.messages)
     except TemplateError as e:  # e.g. a template that insists on alternating roles
         raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
     rid = f"chatcmpl-{uuid.uuid4().hex}"
@@ -91,9 +108,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if isinstance(prompt, str):
         ids = await _off_loop_if_long(len(prompt), tokenizer.encode_prompt, prompt)
     else:
-        ids = list(prompt)  # type: ignore[arg-type]
-        if min(ids) < 0:
-            raise ApiError(400, "Invalid value for 'prompt': token ids must be >= 0.", param="prompt")
+        ids = list(prompt)  # type: ignore[arg-type]  # ids are 0 <= id < 2^31 (schemas.py)
     rid = f"cmpl-{uuid.uuid4().hex}"
     return await _generate(request, state, body, ids, "prompt", CompletionShape(rid, body.model, int(time.time()),
                                                                                 body.include_usage))

@@ -215,3 +215,21 @@ async def test_models_health_and_metrics(harness) -> None:
     text = await resp.text()
     assert 'dynamo_lite_frontend_workers{model="m",role="decode"} 1.0' in text
     assert "dynamo_lite_frontend_requests_in_flight" in text
+
+
+async def test_a_slow_body_is_408_and_holds_no_slot(harness) -> None:
+    h = await harness(max_concurrent_requests=1, max_queued_requests=0, body_timeout_s=1.0)
+    h.add_worker("d0", script=Script(pieces(3)))
+    server = h.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100\r\n\r\n{")  # then nothing more
+    await writer.drain()
+    await asyncio.sleep(0.2)
+    # the only slot is free for a client that sends its body
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
+    assert resp.status == 200, await resp.text()
+    head = await asyncio.wait_for(reader.read(4096), 5)
+    assert head.startswith(b"HTTP/1.1 408"), head
+    assert b"not received within 1 s" in head
+    writer.close()
