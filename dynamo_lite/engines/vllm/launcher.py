@@ -67,6 +67,7 @@ class VllmEngineConfig:
             "--enable-prefix-caching",
             "--enable-prompt-tokens-details",
             "--disable-uvicorn-access-log",
+            "--no-enable-log-requests",  # prompts stay out of the logs (extra_args may turn it on)
         ]  # fmt: skip
         if self.block_size is not None:
             args += ["--block-size", str(self.block_size)]
