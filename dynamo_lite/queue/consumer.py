@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError
+from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -34,6 +34,8 @@ from dynamo_lite.queue.stream import QueueSettings, consumer_config, ensure_stre
 log = logging.getLogger(__name__)
 
 _FETCH_WAIT_S = 1.0
+_RESULT_ACK_S = 1.0  # how long a worker waits for the submitter to confirm a result before sending it again
+_RESULT_RETRY_S = 10.0  # how long it keeps trying: a NATS restart and the submitter's reconnection fit in it
 """How long one pull request waits on the server for a job."""
 
 Handler = Callable[[PrefillJob], Awaitable[PrefillResult]]
@@ -171,16 +173,36 @@ class PrefillConsumer:
             return
         finally:
             heartbeat.cancel()
-        await self.nc.publish(job.reply_subject, msgspec.json.encode(result))
+        await self._deliver(job, msgspec.json.encode(result))
         await msg.ack()
         self.jobs_done += 1
 
     async def _give_up(self, msg: Msg, job: PrefillJob, reason: str) -> None:
         log.error("job %s (request %s): %s", job.job_id, job.request_id, reason)
         failure = PrefillResult(job_id=job.job_id, worker_id=self.worker_id, error=reason)
-        await self.nc.publish(job.reply_subject, msgspec.json.encode(failure))
+        await self._deliver(job, msgspec.json.encode(failure))
         await msg.term()
         self.jobs_failed += 1
+
+    async def _deliver(self, job: PrefillJob, payload: bytes) -> None:
+        """Send a result until the submitter confirms it, for at most `_RESULT_RETRY_S`.
+
+        Results travel on core NATS, which keeps nothing: one sent while the submitter's
+        client is reconnecting (a NATS restart) would be lost, so the submitter answers each
+        and an unanswered one is sent again (a duplicate finds no waiter and is dropped). A
+        submitter gone for good (its frontend died) holds the worker no longer than that.
+        """
+        give_up = min(job.deadline, time.time() + _RESULT_RETRY_S)
+        while True:
+            try:
+                await self.nc.request(job.reply_subject, payload, timeout=_RESULT_ACK_S)
+                return
+            except (NoRespondersError, NatsTimeoutError, NatsError, TimeoutError) as e:
+                if time.time() > give_up:
+                    log.warning("job %s (request %s): its submitter did not confirm the result (%s); dropped",
+                                job.job_id, job.request_id, type(e).__name__)
+                    return
+                await asyncio.sleep(0.2)
 
     async def _heartbeat(self, msg: Msg) -> None:
         interval = max(self.settings.ack_wait_s / 3, 0.2)

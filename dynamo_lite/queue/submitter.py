@@ -9,6 +9,7 @@ was redelivered and done twice) finds no waiter and is dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -17,6 +18,7 @@ import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import Error as NatsError
 
 from dynamo_lite.protocol import JobId, PrefillJob, PrefillResult, RequestId, prefill_subject
 from dynamo_lite.queue.stream import QueueDepth, QueueSettings, ensure_stream, queue_depth
@@ -98,6 +100,9 @@ class PrefillSubmitter:
         return await queue_depth(self.js, self.namespace, model)
 
     async def _on_result(self, msg: Msg) -> None:
+        if msg.reply:  # confirm receipt: the worker sends the result again until it hears this
+            with contextlib.suppress(NatsError):
+                await msg.respond(b"")
         try:
             result = msgspec.json.decode(msg.data, type=PrefillResult)
         except msgspec.ValidationError as e:

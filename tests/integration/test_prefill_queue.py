@@ -216,3 +216,24 @@ async def test_stop_hands_back_unfinished_jobs(nc: NatsClient, submitter: Prefil
     assert result.worker_id == "taker"
     assert time.monotonic() - t0 < FAST.ack_wait_s, "a nak'ed job is redelivered without waiting for ack_wait"
     await taker.stop()
+
+
+async def test_queued_jobs_survive_a_nats_restart(nats_server: EmbeddedNats, nc: NatsClient,
+                                                  submitter: PrefillSubmitter) -> None:
+    """Jobs waiting for a worker while nats-server is SIGKILLed and restarted are done afterwards:
+    JetStream's file store keeps them; the submitter's client reconnects and gets the results."""
+    waiting = [asyncio.create_task(submitter.prefill(RequestId(f"r{i}"), MODEL, list(range(5 + i)), timeout_s=30))
+               for i in range(4)]
+    while (await submitter.depth(MODEL)).pending < 4:
+        await asyncio.sleep(0.05)
+    nats_server.process.kill()
+    await asyncio.sleep(0.5)
+    await nats_server.start()
+    worker_nc = await connect_nats(nats_server.url, "worker")
+    try:
+        worker = await consumer(worker_nc, "p1", echo_result("p1"))
+        results = await asyncio.gather(*waiting)
+        assert [r.prompt_tokens for r in results] == [5, 6, 7, 8]
+        await worker.stop()
+    finally:
+        await worker_nc.close()
