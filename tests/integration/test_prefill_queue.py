@@ -67,8 +67,10 @@ async def test_submit_and_get_typed_result(nc: NatsClient, submitter: PrefillSub
     )
     assert [r.kv_transfer_params["remote_block_ids"] for r in results] == [[[10 + i]] for i in range(8)]
     assert {r.worker_id for r in results} == {"p1"}
-    depth = await submitter.depth(MODEL)
-    assert depth.total == 0, "acked jobs leave the work queue"
+    # The worker acks a job once the submitter confirmed its result, a moment after the caller has it.
+    async with asyncio.timeout(5):
+        while (await submitter.depth(MODEL)).total:  # acked jobs leave the work queue
+            await asyncio.sleep(0.05)
     await worker.stop()
     assert worker.jobs_done == 8
 
