@@ -1,0 +1,456 @@
+"""What each router adds in front of one fast mock worker: latency and requests/s against the worker directly.
+
+Targets, in turn, all in front of the SAME mock engine (speed-up 10000, so its simulated compute is
+negligible and what remains is HTTP, JSON and routing):
+
+- ``dynamo_lite``: this project's frontend (router mode ``kv``) with NATS, etcd and a worker agent
+  attached to the engine (``--engine-url``); it tokenizes with ``builtin:mock-words``, so it sends the
+  engine the token ids the engine would compute from the text itself;
+- ``vllm-router:round_robin``, ``vllm-router:cache_aware``, ``vllm-router:kv_aware`` and
+  ``sglang-router:cache_aware`` (benchmarks/peers.py, in benchmarks/.peers-venv), one at a time.
+
+One engine serves every target, so "direct" is one baseline. Its KV events must reach both the agent
+(whose relay binds a SUB socket that the engine's PUB connects to) and vllm-router kv_aware (whose SUB
+always connects, and applies only the empty topic). A ZMQ forwarder in this process joins them: its SUB
+binds where the engine's PUB connects, and its PUB binds for the router and connects to the agent. The
+agent's relay ignores the topic, so the engine publishes on "" for both; both may replay from the engine's
+ROUTER. With a single worker every policy picks that worker: the figures are each router's per-request
+cost (vllm-router's cache_aware and kv_aware also POST /tokenize to the engine for every request).
+
+Requests: POST /v1/completions, non-streaming, a 64-word text prompt ``t<N> ...`` (32 words from one of
+4 shared prefixes, then 32 unique to the request, so that cache-aware routers both insert and match),
+16 output tokens. The engine's prefix cache is emptied before each target. For each target and
+concurrency (1 and 32): a warm-up, then ``--rounds`` alternations of direct and target, ``--requests /
+--rounds`` requests each, so that drift on a shared machine hits both alike; "added" is the target's
+percentile minus direct's over the same alternations. At concurrency 1, streaming TTFT (to the first
+chunk with text) likewise. Client, routers and engine share the machine's cores: on 2 cores the
+absolute figures include that contention.
+
+    .venv/bin/python benchmarks/overhead.py                    # ~2 min on 2 cores
+    .venv/bin/python benchmarks/overhead.py --requests 400 --targets dynamo_lite vllm-router:round_robin
+
+Writes benchmarks/results/overhead.json and overhead.png (added p50, req/s ratio); prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import aiohttp
+import zmq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import peers
+from dynamo_lite.config import MockEngineSpec
+from dynamo_lite.engines.mock import engine_command
+from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
+from dynamo_lite.worker.engine import mock_engine_args
+
+MODEL = "bench"
+OURS = "dynamo_lite"
+TARGETS = (OURS, "vllm-router:round_robin", "vllm-router:cache_aware", "vllm-router:kv_aware",
+           "sglang-router:cache_aware")
+HOST = "127.0.0.1"
+Stats = dict[str, float]
+
+
+def log(line: str) -> None:
+    print(f"[overhead {time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+
+# --- processes ----------------------------------------------------------------------------------------------
+def wait_for(check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what}: exited with {proc.returncode}")
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if check():
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"{what}: not ready within {timeout_s:.0f} s")
+
+
+def get_json(url: str) -> dict[str, object]:
+    return json.loads(urllib.request.urlopen(url, timeout=2).read())
+
+
+def reset_prefix_cache(engine_url: str) -> None:
+    """Empty the engine's cache: each target starts alike, and a router that joined late (kv_aware) hears
+    every block stored from now on (older ones may be past the engine's replay buffer)."""
+    urllib.request.urlopen(urllib.request.Request(f"{engine_url}/reset_prefix_cache", b"", method="POST"), timeout=5)
+
+
+def serves_one_worker(frontend_url: str) -> bool:
+    health = get_json(f"{frontend_url}/health")
+    return health["models"][MODEL].get("aggregated") == 1  # type: ignore[index]
+
+
+class Processes:
+    """Child processes, each logging to a file; `stop_all()` ends them in reverse order."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        with open(self.log_dir / f"{name}.log", "wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def stop_all(self) -> None:
+        while self.procs:
+            self.stop(self.procs.pop())
+
+
+@contextlib.contextmanager
+def kv_event_fanout(engine_side: str, router_side: str, agent_side: str) -> Iterator[None]:
+    """Forward the engine's KV events: SUB bound at `engine_side` (the engine's PUB connects), PUB bound
+    at `router_side` (vllm-router's SUB connects) and connected to `agent_side` (the agent's bound SUB)."""
+    ctx = zmq.Context()
+    sub, pub = ctx.socket(zmq.SUB), ctx.socket(zmq.PUB)
+    ctl_in, ctl_out = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.bind(engine_side)
+    pub.bind(router_side)
+    pub.connect(agent_side)
+    ctl_in.bind("inproc://overhead-ctl")
+    ctl_out.connect("inproc://overhead-ctl")
+    thread = threading.Thread(target=zmq.proxy_steerable, args=(sub, pub, None, ctl_in), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        ctl_out.send(b"TERMINATE")
+        thread.join(5)
+        ctx.destroy(linger=0)
+
+
+@contextlib.contextmanager
+def dynamo_lite(tmp: Path, engine_url: str, agent_events: int, replay: str) -> Iterator[tuple[str, str]]:
+    """NATS, etcd, one agent attached to the engine, the frontend (router mode kv); yields its URL and
+    its metrics URL."""
+    nats, etcd = EmbeddedNats(tmp / "nats"), EmbeddedEtcd(tmp / "etcd")
+    procs = Processes(tmp / "logs")
+    try:
+        for server in (nats, etcd):
+            asyncio.run(server.start())
+        spec = tmp / "cluster.yaml"
+        spec.write_text(
+            f"namespace: overhead\nstate_dir: {tmp / 'state'}\n"
+            f"models: [{{name: {MODEL}, path: 'builtin:mock-words', block_size: 16, max_model_len: 4096}}]\n"
+            f"frontend: {{host: {HOST}, router: {{mode: kv}}}}\n"
+            "pools: [{name: w, role: aggregated, engine: mock}]\n")
+        cluster = ["-f", str(spec), "--nats-url", nats.url, "--etcd-url", etcd.url, "--log-level", "warning"]
+        procs.start("agent", [sys.executable, "-m", "dynamo_lite.worker", *cluster, "--pool", "w", "--worker-id",
+                              "w0", "--engine-url", engine_url, "--kv-events-port", str(agent_events),
+                              "--kv-events-replay", replay])
+        for attempt in (1, 2, 3):  # a free port may be taken before the frontend binds it (busy machine)
+            url = f"http://{HOST}:{(port := free_port())}"
+            frontend = procs.start("frontend", [sys.executable, "-m", "dynamo_lite.frontend", *cluster, "--port",
+                                                str(port)])
+            try:
+                wait_for(functools.partial(serves_one_worker, url), 120, "frontend with one worker", frontend)
+                break
+            except RuntimeError:
+                if attempt == 3 or b"address already in use" not in (tmp / "logs" / "frontend.log").read_bytes():
+                    raise
+                log(f"frontend: port {port} was taken meanwhile; again on another")
+        yield url, f"{url}/metrics"
+    finally:
+        procs.stop_all()
+        for server in (etcd, nats):
+            asyncio.run(server.stop())
+
+
+# --- load ---------------------------------------------------------------------------------------------------
+class Prompts:
+    """Distinct 64-word prompts: 32 words of one of 4 shared prefixes, then 32 unique words."""
+
+    def __init__(self, seed: int = 0, vocab: int = 128_256) -> None:
+        rng = random.Random(seed)
+        self.prefixes = [" ".join(f"t{rng.randrange(vocab)}" for _ in range(32)) for _ in range(4)]
+        self.rng, self.vocab, self.count = rng, vocab, 0
+
+    def next(self) -> str:
+        self.count += 1
+        tail = " ".join(f"t{self.rng.randrange(self.vocab)}" for _ in range(32))
+        return f"{self.prefixes[self.count % 4]} {tail}"
+
+
+async def one(session: aiohttp.ClientSession, url: str, prompt: str, max_tokens: int, stream: bool) -> float:
+    """Seconds to the whole answer (non-streaming) or to the first chunk with text (streaming)."""
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
+    started = time.perf_counter()
+    first: float | None = None
+    async with session.post(f"{url}/v1/completions", json=body) as resp:
+        if resp.status != 200:
+            raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.text())[:300]}")
+        if not stream:
+            payload = await resp.json()
+            if payload["usage"]["completion_tokens"] != max_tokens:
+                raise RuntimeError(f"{url}: {payload['usage']}")
+            return time.perf_counter() - started
+        async for line in resp.content:
+            if first is None and line.startswith(b"data: {"):
+                choices = json.loads(line[6:])["choices"]
+                if choices and choices[0].get("text"):
+                    first = time.perf_counter() - started
+    if first is None:
+        raise RuntimeError(f"{url}: a stream without text")
+    return first
+
+
+async def drive(session: aiohttp.ClientSession, url: str, prompts: Prompts, n: int, concurrency: int,
+                max_tokens: int, stream: bool) -> tuple[list[float], float]:  # fmt: skip
+    """`n` requests, `concurrency` at a time: (latencies, wall seconds)."""
+    latencies: list[float] = []
+    left = [prompts.next() for _ in range(n)]
+
+    async def client() -> None:
+        while left:
+            latencies.append(await one(session, url, left.pop(), max_tokens, stream))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return latencies, time.perf_counter() - started
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def stats(latencies: list[float], wall_s: float) -> Stats:
+    return {"requests": len(latencies), "p50_ms": round(statistics.median(latencies) * 1000, 3),
+            "p99_ms": round(percentile(latencies, 99) * 1000, 3),
+            "mean_ms": round(statistics.fmean(latencies) * 1000, 3),
+            "requests_per_s": round(len(latencies) / wall_s, 1)}
+
+
+async def paired(direct_url: str, url: str, prompts: Prompts, args: argparse.Namespace, concurrency: int,
+                 stream: bool, n: int) -> dict[str, object]:  # fmt: skip
+    """Warm-up, then `args.rounds` alternations of direct and `url`; stats of each and the differences."""
+    timeout = aiohttp.ClientTimeout(total=args.timeout)
+    lat: dict[str, list[float]] = {"direct": [], "via": []}
+    wall = {"direct": 0.0, "via": 0.0}
+    async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as ds,
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as vs):
+        paths = (("direct", ds, direct_url), ("via", vs, url))
+        for _, session, u in paths:
+            await drive(session, u, prompts, max(args.warmup, 2 * concurrency), concurrency, args.max_tokens, stream)
+        for _ in range(args.rounds):
+            for name, session, u in paths:
+                got, seconds = await drive(session, u, prompts, n // args.rounds, concurrency, args.max_tokens, stream)
+                lat[name] += got
+                wall[name] += seconds
+    d, v = stats(lat["direct"], wall["direct"]), stats(lat["via"], wall["via"])
+    return {"direct": d, "via": v, "added_p50_ms": round(v["p50_ms"] - d["p50_ms"], 3),
+            "added_p99_ms": round(v["p99_ms"] - d["p99_ms"], 3),
+            "rps_ratio": round(v["requests_per_s"] / d["requests_per_s"], 3)}
+
+
+# --- one target ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def peer(tmp: Path, env: peers.PeerEnv, label: str, engine_url: str, events: str, replay: str
+         ) -> Iterator[tuple[str, str]]:  # fmt: skip
+    """`label`'s router in front of the engine; yields its URL and its metrics URL."""
+    router = peers.find_peer(label)
+    port, metrics = free_port(), free_port()
+    kv = router.needs_kv_events
+    argv = peers.router_command(router, env, HOST, port, [engine_url], [events] if kv else (),
+                                kv_replay_endpoints=[replay] if kv else (), model=MODEL, metrics_port=metrics)
+    procs = Processes(tmp / "logs")
+    try:
+        proc = procs.start(label.replace(":", "-"), argv)
+        url = f"http://{HOST}:{port}"
+        peers.wait_ready(url, 1, timeout_s=60, proc=proc)
+        yield url, f"http://{HOST}:{metrics}/metrics"
+    finally:
+        procs.stop_all()
+
+
+COUNTERS = ("vllm_router_kv_routing_inputs_total", "vllm_router_kv_placement_lookups_total",
+            "dynamo_lite_frontend_routed_overlap_tokens_total")
+
+
+def counters(metrics_url: str) -> dict[str, float]:
+    """Counters that show the routers' inputs: vllm-router's /tokenize calls and KV index lookups, the
+    frontend's expected-cached tokens (KV index hits: proof that the engine's KV events arrive)."""
+    try:
+        text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+    except OSError:
+        return {}
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith(COUNTERS)}
+
+
+def measure(target: str, url: str, direct_url: str, prompts: Prompts, args: argparse.Namespace) -> list[dict]:
+    rows: list[dict] = []
+    for concurrency in args.concurrency:
+        row = asyncio.run(asyncio.wait_for(
+            paired(direct_url, url, prompts, args, concurrency, False, args.requests), args.deadline))
+        row = {"target": target, "concurrency": concurrency, **row}
+        if concurrency == 1 and args.ttft_requests:
+            ttft = asyncio.run(asyncio.wait_for(
+                paired(direct_url, url, prompts, args, 1, True, args.ttft_requests), args.deadline))
+            row["ttft"] = ttft
+        log(f"{target:<26} c={concurrency:<3} p50 {row['via']['p50_ms']:7.2f} ms (direct {row['direct']['p50_ms']:.2f})"
+            f"  {row['via']['requests_per_s']:7.1f} req/s (direct {row['direct']['requests_per_s']:.1f})")
+        rows.append(row)
+    return rows
+
+
+# --- report -------------------------------------------------------------------------------------------------
+def table(rows: list[dict]) -> str:
+    lines = ["| target | conc | p50 / p99 ms | added p50 / p99 ms | req/s | req/s vs direct | stream TTFT p50 (added) |",
+             "|---|---|---|---|---|---|---|"]
+    for conc in sorted({r["concurrency"] for r in rows}):
+        same = [r for r in rows if r["concurrency"] == conc]
+        d50 = statistics.median(r["direct"]["p50_ms"] for r in same)
+        d99 = statistics.median(r["direct"]["p99_ms"] for r in same)
+        drps = statistics.median(r["direct"]["requests_per_s"] for r in same)
+        dttft = [r["ttft"]["direct"]["p50_ms"] for r in same if "ttft" in r]
+        ttft = f"{statistics.median(dttft):.2f} ms" if dttft else ""
+        lines.append(f"| direct (median of {len(same)}) | {conc} | {d50:.2f} / {d99:.2f} | | {drps:.0f} | 1 | {ttft} |")
+        for r in same:
+            v, t = r["via"], r.get("ttft")
+            ttft = f"{t['via']['p50_ms']:.2f} ms (+{t['added_p50_ms']:.2f})" if t else ""
+            lines.append(f"| {r['target']} | {conc} | {v['p50_ms']:.2f} / {v['p99_ms']:.2f} | "
+                         f"{r['added_p50_ms']:+.2f} / {r['added_p99_ms']:+.2f} | {v['requests_per_s']:.0f} | "
+                         f"{r['rps_ratio']:.2f} | {ttft} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    levels = sorted({r["concurrency"] for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(levels)
+    for i, conc in enumerate(levels):
+        by = {r["target"]: r for r in rows if r["concurrency"] == conc}
+        xs = [k + i * width for k in range(len(targets))]
+        axes[0].bar(xs, [by[t]["added_p50_ms"] for t in targets], width, label=f"concurrency {conc}")
+        axes[1].bar(xs, [by[t]["rps_ratio"] for t in targets], width, label=f"concurrency {conc}")
+    for ax, title in zip(axes, ("added p50 latency vs direct (ms)", "requests/s, ratio to direct"), strict=True):
+        ax.set_xticks([k + width * (len(levels) - 1) / 2 for k in range(len(targets))], targets, rotation=20,
+                      ha="right", fontsize=8)
+        ax.set_title(title)
+        ax.legend()
+    axes[1].axhline(1.0, color="grey", lw=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--targets", nargs="+", default=list(TARGETS), choices=TARGETS)
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
+    p.add_argument("--requests", type=int, default=2500, help="measured requests per path, target and concurrency")
+    p.add_argument("--ttft-requests", type=int, default=200, help="streaming requests per path at c=1; 0: skip")
+    p.add_argument("--rounds", type=int, default=5, help="alternations of direct and target")
+    p.add_argument("--warmup", type=int, default=30, help="requests per path before measuring (at least 2x conc)")
+    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--speedup", type=float, default=10000.0, help="mock speed-up: large = negligible engine time")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    p.add_argument("--deadline", type=float, default=180.0, help="seconds per target and concurrency")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "overhead.json")
+    args = p.parse_args()
+
+    started, load_start = time.monotonic(), os.getloadavg()
+    env = peers.ensure_installed(progress=log) if any(t != OURS for t in args.targets) else None
+    prompts = Prompts()
+    rows: list[dict] = []
+    inputs: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="overhead-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        (tmp / "logs").mkdir()
+        procs = Processes(tmp / "logs")
+        port, fwd_in, fwd_out, agent_events, replay_port = (free_port() for _ in range(5))
+        engine_url, replay = f"http://{HOST}:{port}", f"tcp://{HOST}:{replay_port}"
+        engine_args = mock_engine_args(MockEngineSpec(speedup_ratio=args.speedup), MODEL, 16, 4096, port,
+                                       f"tcp://{HOST}:{fwd_in}", replay, topic=peers.KV_EVENTS_TOPIC)
+        try:
+            with kv_event_fanout(f"tcp://{HOST}:{fwd_in}", f"tcp://{HOST}:{fwd_out}", f"tcp://{HOST}:{agent_events}"):
+                engine = procs.start("engine", engine_command(engine_args))
+                wait_for(lambda: urllib.request.urlopen(f"{engine_url}/health", timeout=2).status == 200, 60,
+                         "mock engine", engine)
+                log(f"mock engine at {engine_url} (speed-up {args.speedup:g})")
+                for target in args.targets:
+                    t0 = time.monotonic()
+                    if target == OURS:
+                        running = dynamo_lite(tmp, engine_url, agent_events, replay)
+                    else:
+                        assert env is not None
+                        running = peer(tmp, env, target, engine_url, f"tcp://{HOST}:{fwd_out}", replay)
+                    with running as (url, metrics_url):
+                        log(f"{target}: ready in {time.monotonic() - t0:.1f} s")
+                        reset_prefix_cache(engine_url)
+                        rows += measure(target, url, engine_url, prompts, args)
+                        inputs[target] = counters(metrics_url)
+                        log(f"{target}: {inputs[target]}")
+        except BaseException:
+            for f in sorted((tmp / "logs").glob("*.log")):
+                log(f"--- {f.name} (tail)\n{f.read_text(errors='replace')[-1500:]}")
+            raise
+        finally:
+            procs.stop_all()
+
+    elapsed = time.monotonic() - started
+    result = {
+        "benchmark": "overhead",
+        "command": "python benchmarks/overhead.py " + " ".join(sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_start": load_start,
+                    "load_avg_end": os.getloadavg()},
+        "peers": peers.PINS,
+        "workload": {"endpoint": "/v1/completions", "prompt": "64 words t<N> (32 from 4 shared prefixes)",
+                     "max_tokens": args.max_tokens, "mock_speedup": args.speedup, "requests": args.requests,
+                     "ttft_requests": args.ttft_requests, "rounds": args.rounds},
+        "results": rows,
+        "router_counters": inputs,
+        "elapsed_s": round(elapsed, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(rows, args.out.with_suffix(".png"))
+    print(table(rows))
+    log(f"done in {elapsed:.0f} s; written {args.out} and {args.out.with_suffix('.png').name}")
+
+
+if __name__ == "__main__":
+    main()
