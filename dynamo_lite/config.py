@@ -4,145 +4,33 @@ Every section is a pydantic model with `extra="forbid"`: an unknown or misspelt
 key is an error, never silently dropped. `load_cluster_spec(path)` returns a
 validated `ClusterSpec` or raises `ConfigError` whose message names the file,
 the key path (`pools[1].replicas`) and what is wrong, one line per problem.
+The control-plane sections (NATS, etcd, admin) are in config_control.py, the
+Kubernetes and Prometheus ones in config_deploy.py, the shared types in
+config_base.py; every name is importable from here.
 
-This module and credentials.py are the only places that read environment variables
-(`DYNAMO_LITE_STATE_DIR`; secrets, from the variables that the spec names).
+The config modules and credentials.py are the only places that read environment
+variables (`DYNAMO_LITE_STATE_DIR`; secrets and API keys, from the variables that
+the spec names).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
+from pydantic import Field, ValidationError, model_validator
+
+from dynamo_lite.config_base import (  # noqa: F401 - re-exported: the schema's names live here for callers
+    ConfigError, EnvVar, EtcdUrl, Name, NatsUrl, Port, Section, is_loopback,
 )
-
+from dynamo_lite.config_control import AdminSpec, EtcdSpec, NatsSpec  # noqa: F401 - re-exported
+from dynamo_lite.config_deploy import (  # noqa: F401 - re-exported
+    KubernetesPoolSpec, KubernetesSpec, ObservabilitySpec, PrometheusSpec,
+)
 from dynamo_lite.config_errors import explain
-from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
 from dynamo_lite.protocol import Role
-
-Port = Annotated[int, Field(ge=0, le=65535)]
-
-
-def _matching(pattern: str, expected: str) -> AfterValidator:
-    regex = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if not regex.match(value):
-            raise ValueError(f"expected {expected}, got {value!r}")
-        return value
-
-    return AfterValidator(check)
-
-
-Name = Annotated[str, _matching(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$", "letters, digits, '-' or '_' (at most 63)")]
-NatsUrl = Annotated[str, _matching(r"^(nats|tls)://[^:/\s]+:\d+/?$", "nats://host:port")]
-EtcdUrl = Annotated[str, _matching(r"^https?://[^:/\s]+:\d+/?$", "http://host:port")]
-EnvVar = Annotated[str, _matching(r"^[A-Za-z_][A-Za-z0-9_]*$", "the name of an environment variable")]
-"""Where a secret is: the spec names the variable, never holds the secret."""
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.1, ::1, localhost: reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _secret(key: str, variable: str | None) -> str | None:
-    """The value of the environment variable named at `key`; ConfigError when it is unset or empty."""
-    if variable is None:
-        return None
-    value = os.environ.get(variable)
-    if not value:
-        raise ConfigError(f"{key}: environment variable {variable} is not set (it holds the secret)")
-    return value
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class NatsSpec(Section):
-    url: NatsUrl | None = None
-    """External NATS server, e.g. `nats://10.0.0.5:4222`. Absent: `orchestrator up` starts one, with a random token."""
-    host: str = "127.0.0.1"
-    """Interface the embedded server binds to."""
-    port: Port = 0
-    """Client port of the embedded server; 0 picks a free one."""
-    token_env: EnvVar | None = None
-    """External NATS: the environment variable that holds its token."""
-    user: str | None = None
-    """External NATS: user name, with `password_env` (instead of a token)."""
-    password_env: EnvVar | None = None
-    """External NATS: the environment variable that holds `user`'s password."""
-
-    @property
-    def embedded(self) -> bool:
-        return self.url is None
-
-    @model_validator(mode="after")
-    def _credentials_by_reference(self) -> NatsSpec:
-        if self.embedded and (self.token_env or self.user or self.password_env):
-            raise ValueError("token_env, user and password_env are for an external server (`url`); "
-                             "the embedded one gets a new random token at each `orchestrator up`")
-        if self.token_env and (self.user or self.password_env):
-            raise ValueError("give `token_env`, or `user` with `password_env`, not both")
-        if (self.user is None) != (self.password_env is None):
-            raise ValueError("`user` and `password_env` go together")
-        return self
-
-    def credentials(self) -> NatsCredentials:
-        """The external server's credentials, from the variables named here; ConfigError if one is unset."""
-        return NatsCredentials(token=_secret("nats.token_env", self.token_env), user=self.user,
-                               password=_secret("nats.password_env", self.password_env))
-
-
-class EtcdSpec(Section):
-    url: EtcdUrl | None = None
-    """External etcd, e.g. `http://10.0.0.6:2379`. Absent: `orchestrator up` starts one."""
-    host: str = "127.0.0.1"
-    """Interface the embedded server binds to: loopback only (it has no authentication)."""
-    port: Port = 0
-    """Client port of the embedded server; 0 picks a free one."""
-    lease_ttl_s: Annotated[int, Field(ge=2, le=300)] = 10
-    """Time-to-live of worker leases: a killed worker disappears within this time."""
-    user: str | None = None
-    """External etcd with authentication: user name, with `password_env`."""
-    password_env: EnvVar | None = None
-    """External etcd: the environment variable that holds `user`'s password."""
-
-    @property
-    def embedded(self) -> bool:
-        return self.url is None
-
-    @model_validator(mode="after")
-    def _safe(self) -> EtcdSpec:
-        if self.embedded and not is_loopback(self.host):
-            raise ValueError(f"host {self.host!r} is not a loopback address: the embedded etcd has no "
-                             "authentication; for etcd shared between machines run one with auth and set `url`")
-        if self.embedded and (self.user or self.password_env):
-            raise ValueError("user and password_env are for an external etcd (`url`)")
-        if (self.user is None) != (self.password_env is None):
-            raise ValueError("`user` and `password_env` go together")
-        return self
-
-    def credentials(self) -> EtcdCredentials:
-        """The external etcd's credentials, from the variable named here; ConfigError if it is unset."""
-        return EtcdCredentials(self.user, _secret("etcd.password_env", self.password_env))
 
 
 class ModelSpec(Section):
@@ -364,90 +252,6 @@ class PlannerSpec(Section):
         return self
 
 
-class KubernetesPoolSpec(Section):
-    pool: Name
-    """Name of the pool in `pools` these settings apply to."""
-    gpus: Annotated[int, Field(ge=0)] = 0
-    """GPUs per worker (limit of `gpu_resource` on the engine container); 0: a CPU worker."""
-    gpu_resource: str = "nvidia.com/gpu"
-    """Extended resource name of the GPUs (the device plugin's)."""
-    cpu: str = "2"
-    """CPU request and limit of the engine container, in Kubernetes quantity notation."""
-    memory: str = "8Gi"
-    """Memory request and limit of the engine container."""
-    node_selector: dict[str, str] = {}
-    """Node labels the workers must run on, e.g. a GPU type."""
-    termination_grace_s: Annotated[int, Field(ge=10)] = 90
-    """Pod grace period: the agent revokes its lease and drains (up to 30 s) before the engine stops."""
-
-
-class KubernetesSpec(Section):
-    namespace: str | None = None
-    """Kubernetes namespace of every object; null: the cluster's `namespace`, lower-cased, `_` as `-`."""
-    image: str = "dynamo-lite:0.1.0"
-    """Image of the frontend, planner and worker agents, and of CPU engines (deploy/docker/Dockerfile)."""
-    gpu_image: str = "dynamo-lite:0.1.0-cuda"
-    """Image of the engine container in pools with `gpus` above 0 (the Dockerfile's `cuda` target)."""
-    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
-    """Pull policy of the dynamo_lite images."""
-    nats_image: str = "nats:2.10-alpine"
-    """Image of the NATS server (JetStream), when `nats.url` is absent."""
-    etcd_image: str = "quay.io/coreos/etcd:v3.5.17"
-    """Image of etcd, when `etcd.url` is absent."""
-    storage_class: str | None = None
-    """StorageClass of the NATS and etcd volumes; null: the cluster's default."""
-    nats_storage_gib: Annotated[int, Field(ge=1)] = 10
-    """Size of the NATS JetStream volume."""
-    etcd_storage_gib: Annotated[int, Field(ge=1)] = 2
-    """Size of the etcd data volume."""
-    frontend_replicas: Annotated[int, Field(ge=1)] = 1
-    """Frontend pods behind its Service."""
-    frontend_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
-    """How the OpenAI API is exposed."""
-    models_claim: str | None = None
-    """PersistentVolumeClaim with the model directories, mounted read-only at /models; null: builtin models only."""
-    pools: list[KubernetesPoolSpec] = []
-    """Per-pool pod settings (GPUs, CPU, memory); a pool not listed gets the defaults."""
-
-
-class PrometheusSpec(Section):
-    enabled: bool = False
-    """Start Prometheus (Debian package `prometheus`) with `orchestrator up`, scraping every component."""
-    host: str = "127.0.0.1"
-    """Interface its web UI and API listen on."""
-    port: Port = 9090
-    """Its port; 0 picks a free one."""
-    scrape_interval_s: Annotated[float, Field(gt=0, le=300)] = 5.0
-    """How often every target is scraped."""
-
-
-class ObservabilitySpec(Section):
-    prometheus: PrometheusSpec = PrometheusSpec()
-    """`orchestrator up` always writes Prometheus file-SD targets to `<state_dir>/prometheus/targets.json`."""
-
-
-class AdminSpec(Section):
-    enabled: bool = True
-    """Serve the admin API (`GET /status`, `GET /pools`, `POST /pools/{name}/scale`) from `orchestrator up`."""
-    host: str = "127.0.0.1"
-    """Interface it listens on; anything but loopback needs `token_env`."""
-    port: Port = 0
-    """Its port; 0 picks a free one (the state file records it; `orchestrator scale` finds it there)."""
-    token_env: EnvVar | None = None
-    """The environment variable holding the bearer token every admin request must carry; null: none (loopback)."""
-
-    @model_validator(mode="after")
-    def _token_off_loopback(self) -> AdminSpec:
-        if self.enabled and self.token_env is None and not is_loopback(self.host):
-            raise ValueError(f"host {self.host!r} is not a loopback address: name `token_env`, the environment "
-                             "variable holding the admin API's bearer token")
-        return self
-
-    def token(self) -> str | None:
-        """The bearer token, from the variable `token_env` names; ConfigError if it is unset."""
-        return _secret("admin.token_env", self.token_env)
-
-
 class ClusterSpec(Section):
     namespace: Name = "default"
     """Name of this cluster; prefixes its etcd keys and NATS subjects, so clusters can share servers."""
@@ -501,10 +305,6 @@ def _unique(what: str, names: list[str]) -> None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"{what}: duplicate name(s) {', '.join(dupes)}")
-
-
-class ConfigError(Exception):
-    """A cluster.yaml that cannot be used; the message is for people."""
 
 
 def load_cluster_spec(path: str | Path) -> ClusterSpec:
