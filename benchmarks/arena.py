@@ -268,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-scale", type=float, default=0.1, help="wall seconds per trace second")
     p.add_argument("--tokens-per-hash", type=int, default=64, help="prompt tokens per 512-token trace block")
     p.add_argument("--max-output", type=int, default=32, help="cap on output tokens per request")
-    p.add_argument("--num-gpu-blocks", type=int, default=2048, help="KV cache blocks per engine")
+    p.add_argument("--num-gpu-blocks", type=int, default=16384,
+                   help="KV cache blocks per engine (16,384 x 16 tokens: about 140 of the 8x-reduced prompts)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--speedup", type=float, default=None, help="mock speed-up (default: 1 / time-scale)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
