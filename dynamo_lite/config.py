@@ -342,9 +342,3 @@ def split_url(url: str) -> tuple[str, int]:
     """'http://10.0.0.6:2379' -> ('10.0.0.6', 2379); the schema has checked the shape."""
     host, _, port = url.split("://", 1)[1].rstrip("/").rpartition(":")
     return host, int(port)
-
-
-if __name__ == "__main__":
-    from dynamo_lite.config_reference import reference_markdown
-
-    print(reference_markdown())

@@ -1,6 +1,6 @@
 """The cluster.yaml reference table of README.md, generated from the schema's field docstrings.
 
-    python -m dynamo_lite.config_reference     (or python -m dynamo_lite.config)
+    python -m dynamo_lite.config_reference
 """
 
 from __future__ import annotations

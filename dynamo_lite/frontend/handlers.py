@@ -65,7 +65,13 @@ def _counted(endpoint: str, handler: Handler) -> Handler:
             if e.status == 429:
                 state.metrics.rejected.inc()
             raise
-        except BaseException:
+        except web.HTTPException as e:  # aiohttp's own: 413 body too large ...
+            status = str(e.status)
+            raise
+        except Exception:
+            status = "500"
+            raise
+        except BaseException:  # cancelled: the client went away
             status = "client_closed"
             raise
         finally:

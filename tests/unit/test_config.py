@@ -132,5 +132,5 @@ def test_readme_reference_is_current() -> None:
     from dynamo_lite.config_reference import reference_markdown
 
     assert reference_markdown() in (REPO / "README.md").read_text(), (
-        "README's cluster.yaml reference is stale: paste `python -m dynamo_lite.config` into it"
+        "README's cluster.yaml reference is stale: paste `python -m dynamo_lite.config_reference` into it"
     )
