@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import peers, trace_replay  # noqa: E402
+from benchmarks.cluster import orchestrator_up  # noqa: E402
 from dynamo_lite.config import MockEngineSpec  # noqa: E402
 from dynamo_lite.engines.mock import engine_command  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
@@ -119,16 +120,8 @@ def ours(mode: str, fleet: FleetParams, work: Path) -> Iterator[str]:
         f"upstream_timeout_s: 600, router: {{mode: {mode}}}}}\n"
         f"pools:\n  - {{name: workers, role: aggregated, engine: mock, model: {MODEL}, replicas: {fleet.workers}, "
         f"mock: {{speedup_ratio: {m.speedup_ratio}, num_gpu_blocks: {m.num_gpu_blocks}, seed: {m.seed}}}}}\n")
-    with open(work / f"up-{mode}.log", "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.cli", "up", "-f", str(spec)], stdout=out,
-                              stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: get_json(f"{url}/health")["models"][MODEL]["aggregated"] == fleet.workers, 300,
-                 f"orchestrator up ({fleet.workers} workers)", up, work / f"up-{mode}.log")
+    with orchestrator_up(spec, work / f"up-{mode}.log") as url:
         yield url
-    finally:
-        stop([up], grace_s=60)
 
 
 @contextlib.contextmanager

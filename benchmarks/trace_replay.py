@@ -17,6 +17,8 @@ over the wall time; prefix-hit ratio (cached / prompt tokens over the requests t
 beside the ceiling of one infinite cache shared by all; goodput: requests/s completed within both SLOs
 (TTFT, and mean ITL = (E2E - TTFT) / (completion tokens - 1)).
 
+    .venv/bin/python benchmarks/trace_replay.py      # reduced defaults (1,000 requests, prompts 8x shorter, 10x
+                                                     # faster) against deploy/examples/mock-fleet.yaml, ~2 min
     .venv/bin/python -m dynamo_lite.engines.mock --model bench --port 18123 --enable-prompt-tokens-details &
     .venv/bin/python benchmarks/trace_replay.py --url http://127.0.0.1:18123 --limit 100 --time-scale 0.05 \\
         --tokens-per-hash 32
@@ -457,26 +459,42 @@ async def _main(a: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", required=True, help="base URL of the OpenAI-compatible server (with or without /v1)")
+    p.add_argument("--url", help="base URL of the OpenAI-compatible server (with or without /v1); default: "
+                                 "bring up deploy/examples/mock-fleet.yaml (2 prefill + 2 decode mock workers), "
+                                 "replay against it and stop it")
     p.add_argument("--model", default=None, help="model name (default: the first at /v1/models)")
     p.add_argument("--trace", type=Path, default=TRACE)
     p.add_argument("--start", type=int, default=0, help="skip the first N trace lines")
-    p.add_argument("--limit", type=int, default=None, help="replay at most N requests")
-    p.add_argument("--time-scale", type=float, default=1.0, help="send time = trace timestamp * this (0.1: 10x faster)")
+    p.add_argument("--limit", type=int, default=1000, help="replay at most N requests (0: the whole trace)")
+    p.add_argument("--time-scale", type=float, default=0.1, help="send time = trace timestamp * this (0.1: 10x faster)")
     p.add_argument("--max-inflight", type=int, default=None, help="bound on requests in flight (default: none)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request before it counts as an error")
-    p.add_argument("--tokens-per-hash", type=int, default=HASH_TOKENS, 
-                   help="tokens per 512-token hash id (scales prompts)")
+    p.add_argument("--tokens-per-hash", type=int, default=64,
+                   help=f"tokens per 512-token hash id (scales prompts; {HASH_TOKENS}: the trace's own lengths)")
     p.add_argument("--vocab-size", type=int, default=MOCK_VOCAB, help="prompt token ids are drawn from [0, this)")
     p.add_argument("--seed", type=int, default=0, help="another seed, other prompt tokens (a cold cache for a rerun)")
-    p.add_argument("--max-output", type=int, default=None, help="cap on output tokens per request")
+    p.add_argument("--max-output", type=int, default=32, help="cap on output tokens per request (0: none)")
     p.add_argument("--ignore-eos", action="store_true", 
                    help="send ignore_eos (vLLM/SGLang; a strict server rejects it)")
     p.add_argument("--slo-ttft-ms", type=float, default=2000.0)
     p.add_argument("--slo-itl-ms", type=float, default=100.0, help="SLO on a request's mean ITL")
     p.add_argument("--progress-s", type=float, default=5.0, help="seconds between progress lines (0: none)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "trace_replay.json")
-    asyncio.run(_main(p.parse_args()))
+    a = p.parse_args()
+    a.limit, a.max_output = a.limit or None, a.max_output or None
+    if a.url is not None:
+        asyncio.run(_main(a))
+        return
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.cluster import orchestrator_up
+
+    spec = Path(__file__).resolve().parents[1] / "deploy" / "examples" / "mock-fleet.yaml"
+    print(f"no --url: bringing up {spec.name} ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp, orchestrator_up(spec, Path(tmp) / "up.log") as url:
+        a.url = url
+        asyncio.run(_main(a))
 
 
 if __name__ == "__main__":
