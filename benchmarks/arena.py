@@ -17,7 +17,7 @@ but for where their KV events go. The prefix-hit ratio is the engines' own count
 (``usage.prompt_tokens_details.cached_tokens``), the same for every router. Everything binds to
 127.0.0.1; each request has a timeout and each run a deadline.
 
-    .venv/bin/python benchmarks/arena.py                         # reduced: 1,000 requests, ~8 min
+    .venv/bin/python benchmarks/arena.py                         # reduced: 1,000 requests, ~5 min
     .venv/bin/python benchmarks/arena.py --requests 2000 --time-scale 0.15   # the README's table (~15 min)
     .venv/bin/python benchmarks/arena.py --routers dynamo_lite:kv,sglang-router:cache_aware
 
@@ -163,6 +163,7 @@ class Entry:
     router: str
     startup_s: float
     summary: dict
+    error_samples: list[str]  # a few distinct error messages, to say why requests failed
 
 
 def run_one(label: str, fleet: FleetParams, requests: list, args: argparse.Namespace, env: peers.PeerEnv | None,
@@ -197,7 +198,10 @@ def run_one(label: str, fleet: FleetParams, requests: list, args: argparse.Names
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
         f"TTFT p50 {summary.ttft_ms.p50 if summary.ttft_ms else None} ms")
-    return Entry(label, round(startup, 1), asdict(summary))
+    samples = sorted({r.error for r in result.records if r.error})[:5]
+    for sample in samples:
+        log(f"{label}: error: {sample[:300]}")
+    return Entry(label, round(startup, 1), asdict(summary), samples)
 
 
 def table(entries: list[Entry], ceiling: float) -> str:

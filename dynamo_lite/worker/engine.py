@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from connectors import kv_transfer_config, nixl_env
 from dynamo_lite.config import ClusterSpec, KvTransferSpec, MockEngineSpec, PoolSpec, VllmEngineSpec
 from dynamo_lite.infra import ManagedProcess, free_port
+from dynamo_lite.infra.ports import listens_on
 from dynamo_lite.infra.health import http_ok
 
 if TYPE_CHECKING:
@@ -38,7 +39,12 @@ class EngineHandle:
     async def start(self) -> None:
         if self.process is not None:
             self.process.start()
-            await self.process.wait_healthy(lambda: http_ok(f"{self.url}/health"), self.start_timeout_s)
+            port = int(self.url.rsplit(":", 1)[1])
+
+            async def healthy() -> bool:  # and really this engine: another process may have taken its port
+                return await http_ok(f"{self.url}/health") and self.pid is not None and listens_on(self.pid, port)
+
+            await self.process.wait_healthy(healthy, self.start_timeout_s)
 
     async def stop(self) -> None:
         if self.process is not None:

@@ -1,0 +1,33 @@
+"""listens_on: the process that answers on a port is the one we started."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+from dynamo_lite.infra import free_port
+from dynamo_lite.infra.ports import listens_on
+
+
+def test_listens_on_tells_the_owner_of_a_port() -> None:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not listens_on(server.pid, port):
+            assert time.monotonic() < deadline, "http.server never listened"
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass  # the port answers ...
+        assert not listens_on(idle.pid, port)  # ... but not for this process
+        assert not listens_on(server.pid, free_port())
+    finally:
+        server.kill()
+        idle.kill()
+        server.wait()
+        idle.wait()
+    assert not listens_on(server.pid, port)  # gone
