@@ -135,6 +135,8 @@ async def _raise_for(resp: aiohttp.ClientResponse) -> None:
         message = str(error.get("message", error) if isinstance(error, dict) else payload.get("message", message))
     except (msgspec.DecodeError, AttributeError):
         pass
+    if resp.status == 404:  # not the client's fault: this worker does not serve the model (or the route)
+        raise WorkerFailed(f"engine answered 404: {message}")
     if 400 <= resp.status < 500:
         raise UpstreamRejected(resp.status, message)
     raise WorkerFailed(f"engine answered {resp.status}: {message}")

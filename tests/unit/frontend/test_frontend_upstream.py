@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from dynamo_lite.frontend.upstream import StreamUsage, WorkerFailed, _pieces
+from dynamo_lite.frontend.upstream import StreamUsage, UpstreamRejected, WorkerFailed, _pieces, _raise_for
 
 
 class FakeResponse:
@@ -53,3 +53,22 @@ async def test_an_engine_abort_is_a_worker_failure_after_its_last_tokens() -> No
 async def test_an_error_event_is_a_worker_failure() -> None:
     with pytest.raises(WorkerFailed, match="engine error mid-stream: boom"):
         await read(FakeResponse(chunk("a", [1]), {"error": {"message": "boom"}}), StreamUsage())
+
+
+class FakeErrorResponse:
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.body = json.dumps({"error": {"message": message}})
+
+    async def text(self, errors: str = "strict") -> str:
+        return self.body
+
+
+async def test_an_engine_404_is_a_worker_failure_other_4xx_the_clients() -> None:
+    """A worker that does not serve the model is the fleet's problem (move on), a bad prompt the client's."""
+    with pytest.raises(WorkerFailed, match="404: The model `m` does not exist"):
+        await _raise_for(FakeErrorResponse(404, "The model `m` does not exist."))  # type: ignore[arg-type]
+    with pytest.raises(UpstreamRejected):
+        await _raise_for(FakeErrorResponse(400, "prompt too long"))  # type: ignore[arg-type]
+    with pytest.raises(WorkerFailed, match="503"):
+        await _raise_for(FakeErrorResponse(503, "overloaded"))  # type: ignore[arg-type]
