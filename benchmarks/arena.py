@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import peers, trace_replay  # noqa: E402
-from benchmarks.cluster import orchestrator_up  # noqa: E402
+from benchmarks.cluster import orchestrator_up, stop, wait_for  # noqa: E402
 from dynamo_lite.config import MockEngineSpec  # noqa: E402
 from dynamo_lite.engines.mock import engine_command  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
@@ -73,37 +72,6 @@ class FleetParams:
 
 def log(line: str) -> None:
     print(f"[arena {time.strftime('%H:%M:%S')}] {line}", flush=True)
-
-
-def wait_for(check, timeout_s: float, what: str, proc: subprocess.Popen | None = None,  # noqa: ANN001
-             log_path: Path | None = None) -> None:  # fmt: skip
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:]) if log_path else ""
-            raise RuntimeError(f"{what}: the process exited with {proc.returncode}\n{tail}")
-        with contextlib.suppress(OSError, ValueError):
-            if check():
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"{what}: not ready within {timeout_s:.0f} s")
-
-
-def get_json(url: str) -> dict:
-    return json.loads(urllib.request.urlopen(url, timeout=5).read())
-
-
-def stop(procs: list[subprocess.Popen], grace_s: float = 30.0) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""`orchestrator up` of a cluster.yaml for a benchmark: start it, wait until every worker serves, stop it.
+"""Processes for benchmarks: wait for one to serve, stop some, and `orchestrator up` of a cluster.yaml.
 
     with orchestrator_up(Path("deploy/examples/mock-fleet.yaml"), Path("up.log")) as url:
         ...  # the frontend's base URL, once every pool's workers are in its /health
@@ -13,10 +13,40 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from dynamo_lite.config import load_cluster_spec
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen | None = None,
+             log_path: Path | None = None) -> None:  # fmt: skip
+    """Until `check()` is true (its OSError/ValueError/KeyError count as not yet); RuntimeError with the
+    log's tail if `proc` exits first, TimeoutError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:]) if log_path else ""
+            raise RuntimeError(f"{what}: the process exited with {proc.returncode}\n{tail}")
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if check():
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"{what}: not ready within {timeout_s:.0f} s")
+
+
+def stop(procs: Sequence[subprocess.Popen], grace_s: float = 30.0) -> None:
+    """SIGTERM them all, wait up to `grace_s` in all, SIGKILL what is left."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def expected_workers(spec_path: Path) -> dict[str, dict[str, int]]:
@@ -39,27 +69,11 @@ def orchestrator_up(spec_path: Path, log_path: Path, timeout_s: float = 300.0) -
                               stderr=subprocess.STDOUT)
 
     def ready() -> bool:
-        try:
-            models = json.loads(urllib.request.urlopen(f"{url}/health", timeout=2).read())["models"]
-        except (OSError, ValueError, KeyError):
-            return False
+        models = json.loads(urllib.request.urlopen(f"{url}/health", timeout=2).read())["models"]
         return all(models.get(m, {}).get(role) == n for m, roles in want.items() for role, n in roles.items())
 
     try:
-        deadline = time.monotonic() + timeout_s
-        while not ready():
-            if up.poll() is not None or time.monotonic() > deadline:
-                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-                raise RuntimeError(f"orchestrator up -f {spec_path}: "
-                                   f"{'exited with ' + str(up.returncode) if up.poll() is not None else 'not ready'}"
-                                   f"\n{tail}")  # fmt: skip
-            time.sleep(0.5)
+        wait_for(ready, timeout_s, f"orchestrator up -f {spec_path}", up, log_path)
         yield url
     finally:
-        if up.poll() is None:
-            up.send_signal(signal.SIGTERM)
-        try:
-            up.wait(60)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            up.wait()
+        stop([up], grace_s=60)

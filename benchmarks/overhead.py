@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -59,6 +59,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import peers
+from benchmarks.cluster import stop, wait_for
 from dynamo_lite.config import MockEngineSpec
 from dynamo_lite.engines.mock import engine_command
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
@@ -77,18 +78,6 @@ def log(line: str) -> None:
 
 
 # --- processes ----------------------------------------------------------------------------------------------
-def wait_for(check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what}: exited with {proc.returncode}")
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            if check():
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"{what}: not ready within {timeout_s:.0f} s")
-
-
 def get_json(url: str) -> dict[str, object]:
     return json.loads(urllib.request.urlopen(url, timeout=2).read())
 
@@ -117,19 +106,9 @@ class Processes:
         self.procs.append(proc)
         return proc
 
-    @staticmethod
-    def stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
     def stop_all(self) -> None:
-        while self.procs:
-            self.stop(self.procs.pop())
+        stop(self.procs[::-1], grace_s=15.0)
+        self.procs.clear()
 
 
 @contextlib.contextmanager
