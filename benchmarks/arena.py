@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import peers, trace_replay  # noqa: E402
 from benchmarks.cluster import orchestrator_up, stop, wait_for  # noqa: E402
+from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
 from dynamo_lite.config import MockEngineSpec  # noqa: E402
 from dynamo_lite.engines.mock import engine_command  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
@@ -54,7 +55,6 @@ from dynamo_lite.worker.engine import mock_engine_args  # noqa: E402
 MODEL = "bench"
 OURS = ("dynamo_lite:kv", "dynamo_lite:approx", "dynamo_lite:round_robin")
 ROUTERS = (*OURS, *(p.label for p in peers.PEERS))
-TRACE = REPO.parent / "shared" / "data" / "mooncake_synthetic_trace.jsonl"
 
 
 @dataclass(frozen=True)
@@ -226,6 +226,7 @@ def plot(entries: list[Entry], ceiling: float, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--routers", default=",".join(ROUTERS), help=f"comma-separated, from: {', '.join(ROUTERS)}")
+    add_trace_option(p)
     p.add_argument("--requests", type=int, default=1000,
                    help="trace requests replayed per router (prefix sharing grows with the slice: the ceiling is "
                         "17%% for 1,000, 34%% for 2,000, 65%% for all 3,993)")
@@ -240,14 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     p.add_argument("--slo-ttft-ms", type=float, default=1000.0)
     p.add_argument("--slo-itl-ms", type=float, default=50.0)
-    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "arena.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "arena.json")
     args = p.parse_args(argv)
     labels = [r.strip() for r in args.routers.split(",") if r.strip()]
     unknown = sorted(set(labels) - set(ROUTERS))
     if unknown:
         p.error(f"unknown router(s) {', '.join(unknown)}; choose from {', '.join(ROUTERS)}")
 
-    requests = trace_replay.load_trace(TRACE, args.requests, args.tokens_per_hash, max_output=args.max_output)
+    requests = trace_replay.load_trace(args.trace, args.requests, args.tokens_per_hash, max_output=args.max_output)
     longest = max(r.input_tokens + r.output_tokens for r in requests)
     fleet = FleetParams(args.workers, args.block_size, args.num_gpu_blocks, args.speedup or 1 / args.time_scale,
                         max_model_len=max(4096, longest + 1))
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-              "fleet": asdict(fleet), "args": {k: str(v) for k, v in vars(args).items()}, "ceiling": ceiling,
+              "fleet": asdict(fleet), "args": {k: str(v) for k, v in recorded_args(args).items()}, "ceiling": ceiling,
               "peers": peers.PINS, "routers": [asdict(e) for e in entries], "table": text}
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(entries, ceiling, args.out.with_suffix(".png"))

@@ -65,7 +65,7 @@ def orchestrator_up(spec_path: Path, log_path: Path, timeout_s: float = 300.0) -
     url = f"http://{spec.frontend.host}:{spec.frontend.port}"
     want = expected_workers(spec_path)
     with open(log_path, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.cli", "up", "-f", str(spec_path)], stdout=out,
+        up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec_path)], stdout=out,
                               stderr=subprocess.STDOUT)
 
     def ready() -> bool:

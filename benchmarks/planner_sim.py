@@ -1,7 +1,7 @@
 """Planner benchmark: goodput and cost of four ways to run a mock fleet over the Mooncake trace.
 
-Strategies, each a discrete-event simulation over the same slice of
-/work/shared/data/mooncake_synthetic_trace.jsonl (planner_sim_fleet.py: the mock
+Strategies, each a discrete-event simulation over the same slice of the Mooncake trace
+(default benchmarks/data/mooncake_synthetic_trace.jsonl; planner_sim_fleet.py: the mock
 engine's scheduler and roofline timing, 8B model on an H200, in virtual time):
 - static aggregated: `--static-total` aggregated workers;
 - static disaggregated: every P:D split of `--static-total` workers; the best
@@ -34,14 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
 from planner import (  # noqa: E402
     EngineProfile, Limits, LoadPolicy, LoadPolicyConfig, Planner, Pool, PoolLimits, SlaPolicy, SlaPolicyConfig,
     VirtualClock,
 )  # fmt: skip
 from planner_sim_fleet import TRACE_BLOCK, Fleet, FleetConfig, Request  # noqa: E402
-
-TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
-RESULTS = ROOT / "benchmarks" / "results"
 
 
 @dataclass(frozen=True)
@@ -145,7 +143,7 @@ def _work(item: tuple[Run, argparse.Namespace]) -> dict:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trace", type=Path, default=TRACE)
+    add_trace_option(p)
     p.add_argument("--start-s", type=float, default=0.0, help="slice of the trace: start (trace seconds)")
     p.add_argument("--duration-s", type=float, default=240.0, help="slice of the trace: length (trace seconds)")
     p.add_argument("--time-scale", type=float, default=1.0, help="arrivals come this many times faster")
@@ -221,9 +219,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['mean_replicas']:>10.2f}{r['good_per_replica_hour']:>12.0f}{r['ttft_p90_s'] or 0:>9.2f}s"
               f"{(r['itl_mean_s'] or 0) * 1000:>8.1f}ms")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    args.out.write_text(json.dumps({"settings": settings, "requests": n_req, "table": [r["name"] for r in table],
-                                    "best_static_disagg": best["name"], "results": results}, indent=1) + "\n")
+    args.out.write_text(json.dumps({"settings": recorded_args(args), "requests": n_req,
+                                    "table": [r["name"] for r in table], "best_static_disagg": best["name"],
+                                    "results": results}, indent=1) + "\n")
     plot(table, args.plot, args)
     print(f"\nwrote {args.out} and {args.plot} in {time.monotonic() - started:.0f} s")
     return 0

@@ -5,7 +5,7 @@ What it measures: the prefix-hit ratio each router mode achieves on a fleet of
 64.0% ceiling of one infinite cache shared by all (computed here from the trace
 too), plus a simulated TTFT so that load matters.
 
-The simulation (virtual time; see shared/data/README.md for the trace):
+The simulation (virtual time; the trace is described in benchmarks/data/README.md):
 - each 512-token hash id expands to 512 deterministic token ids (equal ids, equal
   tokens); a block is ``--block-size`` tokens (default 512: one id per block);
 - a worker's cache is an LRU of ``capacity_tokens / block_size`` blocks. On
@@ -52,11 +52,11 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.paths import add_trace_option  # noqa: E402
 from dynamo_lite.protocol import BlockRemoved, BlockStored, KvEvent, KvEventBatch, RequestId, WorkerId  # noqa: E402
 from router import Router, RouterConfig, RouterMode, tokens_to_bytes  # noqa: E402
 from router.hashing import hash_bytes_blocks  # noqa: E402
 
-TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
 ID_TOKENS = 512  # tokens per trace hash id
 VOCAB = 151_936
 
@@ -280,7 +280,7 @@ def handle(router: Router, mode: RouterMode, kind: str, payload: object) -> None
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", type=Path, default=TRACE)
+    add_trace_option(ap)
     ap.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
     ap.add_argument("--modes", default=",".join(m.value for m in RouterMode))
     ap.add_argument("--workers", type=int, default=8)

@@ -52,7 +52,11 @@ from pathlib import Path
 
 import aiohttp
 
-TRACE = Path("/work/shared/data/mooncake_synthetic_trace.jsonl")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.paths import MOONCAKE_TRACE, REPO, add_trace_option, recorded_args  # noqa: E402
+
+TRACE = MOONCAKE_TRACE  # the default --trace
 HASH_TOKENS = 512  # tokens per trace hash id
 MOCK_VOCAB = 128_256  # the mock engine's default --vocab-size (MockEngineArgs.vocab_size)
 
@@ -445,7 +449,7 @@ async def _main(a: argparse.Namespace) -> None:
         progress_every_s=a.progress_s or 5.0,
     )  # fmt: skip
     summary = summarize(result.records, result.wall_s, slo_ttft_ms=a.slo_ttft_ms, slo_itl_ms=a.slo_itl_ms)
-    config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()} | {"model": model}
+    config = recorded_args(a) | {"model": model}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({
         "benchmark": "trace_replay", "command": "python benchmarks/trace_replay.py " + " ".join(sys.argv[1:]),
@@ -463,7 +467,7 @@ def main() -> None:
                                  "bring up deploy/examples/mock-fleet.yaml (2 prefill + 2 decode mock workers), "
                                  "replay against it and stop it")
     p.add_argument("--model", default=None, help="model name (default: the first at /v1/models)")
-    p.add_argument("--trace", type=Path, default=TRACE)
+    add_trace_option(p)
     p.add_argument("--start", type=int, default=0, help="skip the first N trace lines")
     p.add_argument("--limit", type=int, default=1000, help="replay at most N requests (0: the whole trace)")
     p.add_argument("--time-scale", type=float, default=0.1, help="send time = trace timestamp * this (0.1: 10x faster)")
@@ -487,10 +491,9 @@ def main() -> None:
         return
     import tempfile
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.cluster import orchestrator_up
 
-    spec = Path(__file__).resolve().parents[1] / "deploy" / "examples" / "mock-fleet.yaml"
+    spec = REPO / "deploy" / "examples" / "mock-fleet.yaml"
     print(f"no --url: bringing up {spec.name} ...", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp, orchestrator_up(spec, Path(tmp) / "up.log") as url:
         a.url = url

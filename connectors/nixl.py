@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from dynamo_lite.protocol import Role
+WorkerRole = Literal["aggregated", "prefill", "decode"]
+"""A worker's role as its pool declares it (dynamo_lite's `Role` values compare equal to these)."""
 
 KvRole = Literal["kv_producer", "kv_consumer", "kv_both"]
 
@@ -12,17 +13,17 @@ DEFAULT_CPU_PROGRESS_DELAY_US = 1000
 """Sleep of NIXL's progress thread between polls on CPU buffers (NIXL itself uses 0: a busy loop)."""
 
 
-def kv_role_for(role: Role, aggregated_kv: bool = False) -> KvRole | None:
+def kv_role_for(role: WorkerRole, aggregated_kv: bool = False) -> KvRole | None:
     """prefill -> kv_producer, decode -> kv_consumer, aggregated -> none (or kv_both when asked)."""
-    if role == Role.PREFILL:
+    if role == "prefill":
         return "kv_producer"
-    if role == Role.DECODE:
+    if role == "decode":
         return "kv_consumer"
     return "kv_both" if aggregated_kv else None
 
 
 def kv_transfer_config(
-    role: Role,
+    role: WorkerRole,
     buffer_device: Literal["cpu", "cuda"],
     progress_delay_us: int | None = None,
     aggregated_kv: bool = False,

@@ -20,7 +20,9 @@ import sys
 import types
 from typing import Any
 
-from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import NixlConnector as _VllmNixlConnector
+from vllm.distributed.kv_transfer.kv_connector.v1.nixl.connector import (
+    NixlConnector as _VllmNixlConnector,
+)
 
 log = logging.getLogger(__name__)
 

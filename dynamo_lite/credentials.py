@@ -1,7 +1,7 @@
 """Credentials for NATS and etcd, as typed values, and how they travel between processes.
 
 cluster.yaml never holds a secret: it names environment variables (`nats.token_env`,
-`etcd.password_env`, ...) that config.py reads. `orchestrator up` hands the resolved
+`etcd.password_env`, ...) that the config package reads. `orchestrator up` hands the resolved
 credentials to the processes it starts as the variables below, never as arguments
 (command lines are visible to every user in `ps`):
 
@@ -9,7 +9,7 @@ credentials to the processes it starts as the variables below, never as argument
     DYNAMO_LITE_ETCD_USER and DYNAMO_LITE_ETCD_PASSWORD
 
 `connect_nats` and `etcd_client` read them (`from_environ`) when not handed credentials.
-With config.py, this is the only module that reads environment variables.
+With dynamo_lite/config/, this is the only module that reads environment variables.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Everything that travels over etcd, NATS or ZMQ between dynamo_lite components is
 one of the `msgspec.Struct`s below, encoded as JSON (etcd, NATS) or msgpack (the
 engines' KV events, which are vLLM's own format). Ids are `NewType`s so that a
-worker id cannot be passed where a request id is expected.
+worker id cannot be passed where a request id is expected. The ids, KV event and
+load structs are the router's own (router/types.py), re-exported here.
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ from typing import NewType
 
 import msgspec
 
-WorkerId = NewType("WorkerId", str)
-"""Unique per worker process for its whole life; never reused after a restart."""
-
-RequestId = NewType("RequestId", str)
-"""The client-visible request id; also sent to engines as `X-Request-Id`."""
+from router.types import (  # noqa: F401 - re-exported: the router's types travel on the wire as they are
+    AllBlocksCleared,
+    BlockHash,
+    BlockRemoved,
+    BlockStored,
+    KvEvent,
+    KvEventBatch,
+    LoadReport,
+    RequestId,
+    WorkerId,
+)
 
 JobId = NewType("JobId", str)
 """Id of one prefill job on the queue (one per remote prefill attempt)."""
-
-BlockHash = NewType("BlockHash", int)
-"""A 64-bit block hash (the router's chained xxh64, or the engine's own)."""
 
 
 class Role(enum.StrEnum):
@@ -63,17 +67,6 @@ than a struct that would drop fields a newer vLLM adds.
 """
 
 
-class SamplingParams(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """The subset of vLLM sampling parameters dynamo_lite forwards to engines."""
-
-    max_tokens: int
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    stop_token_ids: list[int] | None = None
-    ignore_eos: bool | None = None
-
-
 class PrefillJob(msgspec.Struct, frozen=True, kw_only=True):
     """One remote-prefill request on the global prefill queue."""
 
@@ -100,54 +93,7 @@ class PrefillResult(msgspec.Struct, frozen=True, kw_only=True):
     cached_tokens: int = 0
 
 
-class LoadReport(msgspec.Struct, frozen=True, kw_only=True):
-    """A worker's load, published on `<ns>.load.<worker_id>` by its agent."""
-
-    worker_id: WorkerId
-    running: int  # vllm:num_requests_running
-    waiting: int  # vllm:num_requests_waiting
-    kv_usage: float  # vllm:kv_cache_usage_perc, 0..1
-    ts: float  # unix time of the scrape
-
-
-# --- KV events, vLLM's wire format (vllm/distributed/kv_events.py) -------------
-# Engines publish msgpack `KVEventBatch`es over ZMQ; the worker agent relays them
-# on NATS inside a `RelayedKvEvents` envelope. The structs mirror vLLM's so that
-# msgspec decodes an engine's payload directly; fields we do not use keep their
-# defaults and unknown fields are ignored.
-
-
-# BlockStored and BlockRemoved encode every field (no omit_defaults): vLLM's own
-# structs declare lora_id / medium / lora_name without defaults, so its decoder
-# rejects a payload that omits them.
-class BlockStored(msgspec.Struct, tag=True, kw_only=True):
-    block_hashes: list[int]  # engine's hashes, one per full block, in order
-    parent_block_hash: int | None  # engine's hash of the block before the first
-    token_ids: list[int]  # len(block_hashes) * block_size token ids
-    block_size: int
-    lora_id: int | None = None
-    medium: str | None = None
-    lora_name: str | None = None
-
-
-class BlockRemoved(msgspec.Struct, tag=True, kw_only=True):
-    block_hashes: list[int]
-    medium: str | None = None
-
-
-class AllBlocksCleared(msgspec.Struct, tag=True, omit_defaults=True):
-    pass
-
-
-KvEvent = BlockStored | BlockRemoved | AllBlocksCleared
-
-
-class KvEventBatch(msgspec.Struct, array_like=True, omit_defaults=True):
-    """vLLM's `KVEventBatch`: `[ts, [event, ...], data_parallel_rank]`."""
-
-    ts: float
-    events: list[KvEvent]
-    data_parallel_rank: int | None = None
+# KV events: the structs (vLLM's wire format) are the router's, in router/types.py.
 
 
 class RelayedKvEvents(msgspec.Struct, frozen=True, kw_only=True):

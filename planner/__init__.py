@@ -4,7 +4,7 @@ The decision core is pure (no aiohttp, nats, etcd or prometheus imports):
 `Planner` (core.py) applies limits, cool-down, hysteresis, step and budget to a
 `Policy`'s proposals: `LoadPolicy` (queue depth and KV usage thresholds) or
 `SlaPolicy` (TTFT/ITL targets and an `EngineProfile`). Time comes from an
-injected `Clock`. The I/O lives in `planner.runtime` (observing the cluster,
+injected `Clock`. The I/O lives in `dynamo_lite.planning` (observing the cluster,
 metrics, the loop `orchestrator up` runs) and `planner.connectors` (applying
 decisions: local processes, Kubernetes).
 """
@@ -16,7 +16,16 @@ from planner.policy import Policy
 from planner.profile import DEFAULT_PROFILE, DecodePoint, EngineProfile, PrefillPoint
 from planner.sla_policy import SlaPolicy, SlaPolicyConfig
 from planner.types import (
-    Decision, DecodeLoad, Limits, Observation, Pool, PoolDecision, PoolLimits, Proposal, Replicas, Traffic,
+    Decision,
+    DecodeLoad,
+    Limits,
+    Observation,
+    Pool,
+    PoolDecision,
+    PoolLimits,
+    Proposal,
+    Replicas,
+    Traffic,
 )  # fmt: skip
 
 __all__ = [

@@ -18,7 +18,15 @@ from __future__ import annotations
 
 from planner.clock import Clock
 from planner.policy import Policy
-from planner.types import Decision, Limits, Observation, Pool, PoolDecision, Proposal, Replicas
+from planner.types import (
+    Decision,
+    Limits,
+    Observation,
+    Pool,
+    PoolDecision,
+    Proposal,
+    Replicas,
+)
 
 
 class Planner:

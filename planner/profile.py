@@ -1,6 +1,6 @@
 """An engine's performance profile: what the SLA policy sizes pools with.
 
-Produced by sweeping an engine (`python -m planner.profiler`), stored as JSON.
+Produced by sweeping an engine (`python -m dynamo_lite.planning.profiler`), stored as JSON.
 - prefill: for each input length, the TTFT of a lone request and the prefill
   throughput of one saturated replica (prompt tokens per second);
 - decode: for each (context length, concurrency), the ITL and the output tokens

@@ -8,7 +8,13 @@ knobs), `policies` (the routing modes).
 """
 
 from router.approx import ApproxIndex
-from router.cost import CandidateScore, pick_lowest, sample_softmax, score_candidates, softmax_weights
+from router.cost import (
+    CandidateScore,
+    pick_lowest,
+    sample_softmax,
+    score_candidates,
+    softmax_weights,
+)
 from router.events import EventOutcome, KvEventIngestor, SeqStatus
 from router.hashing import ROOT_SEED, hash_blocks, tokens_to_bytes
 from router.index import KvIndex

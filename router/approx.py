@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from dynamo_lite.protocol import WorkerId
 from router.index import KvIndex
+from router.types import WorkerId
 
 Clock = Callable[[], float]
 

@@ -36,8 +36,8 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from dynamo_lite.protocol import WorkerId
 from router.load import LoadView
+from router.types import WorkerId
 
 
 class CandidateScore(NamedTuple):

@@ -33,7 +33,9 @@ import enum
 import logging
 from dataclasses import dataclass
 
-from dynamo_lite.protocol import (
+from router.hashing import ROOT_SEED, hash_blocks
+from router.index import KvIndex
+from router.types import (
     AllBlocksCleared,
     BlockHash,
     BlockRemoved,
@@ -41,8 +43,6 @@ from dynamo_lite.protocol import (
     KvEventBatch,
     WorkerId,
 )
-from router.hashing import ROOT_SEED, hash_blocks
-from router.index import KvIndex
 
 log = logging.getLogger(__name__)
 

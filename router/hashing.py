@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import xxhash
 
-from dynamo_lite.protocol import BlockHash
+from router.types import BlockHash
 
 ROOT_SEED: BlockHash = BlockHash(0)
 """Parent hash of a sequence's first block, unless a caller passes another root."""

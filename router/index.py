@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from dynamo_lite.protocol import BlockHash, WorkerId
+from router.types import BlockHash, WorkerId
 
 MAX_RUN = 64
 """Longest run a store creates or extends (splits copy at most this many entries)."""

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from dynamo_lite.protocol import LoadReport, RequestId, WorkerId
+from router.types import LoadReport, RequestId, WorkerId
 
 Clock = Callable[[], float]
 

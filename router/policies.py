@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from dynamo_lite.protocol import WorkerId
 from router.cost import CandidateScore, pick_lowest, sample_softmax
 from router.load import LoadView
+from router.types import WorkerId
 
 
 class RouterMode(enum.StrEnum):

@@ -4,7 +4,7 @@ Life cycle, all calls from one thread (the frontend's event loop):
 
 - discovery: `add_worker` when a worker registers, `remove_worker` (or
   `sync_workers` with the live set) when its lease goes;
-- events: `apply_events` (or `apply_relayed`) for each relayed KV event batch;
+- events: `apply_events` for each relayed KV event batch;
   `update_load` for each `LoadReport`;
 - per request: `route` decides (it changes no load or index state, only the
   round-robin cursor and the generator), then the caller commits with
@@ -25,7 +25,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from dynamo_lite.protocol import BlockHash, KvEventBatch, LoadReport, RelayedKvEvents, RequestId, WorkerId
 from router.approx import ApproxIndex, Clock
 from router.cost import CandidateScore, score_candidates
 from router.events import EventOutcome, KvEventIngestor
@@ -33,6 +32,7 @@ from router.hashing import hash_blocks
 from router.index import KvIndex
 from router.load import LoadTracker, LoadView
 from router.policies import RouterMode, RoutingContext, make_policy
+from router.types import BlockHash, KvEventBatch, LoadReport, RequestId, WorkerId
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,9 +121,6 @@ class Router:
     def apply_events(self, worker_id: WorkerId, seq: int, batch: KvEventBatch) -> EventOutcome:
         """Apply one KV event batch (rules in `router.events`); check ``needs_resync`` on the result."""
         return self._ingestor.apply(worker_id, seq, batch)
-
-    def apply_relayed(self, message: RelayedKvEvents) -> EventOutcome:
-        return self._ingestor.apply(message.worker_id, message.seq, message.batch)
 
     def resync_worker(self, worker_id: WorkerId) -> None:
         """Clear a worker's blocks and accept its next batch of any sequence (before feeding a replay)."""

@@ -15,10 +15,10 @@ import sys
 
 from aiohttp import web
 
-from dynamo_lite.entrypoint import add_spec_args, configure_logging
 from dynamo_lite.config import ConfigError, load_cluster_spec
 from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.tokenizer import load_tokenizer
+from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging
 
 log = logging.getLogger("dynamo_lite.frontend")
 IDLE_CONNECTION_TIMEOUT_S = 75.0  # as nginx: an idle or header-less connection is closed after this long

@@ -1,4 +1,4 @@
-"""The frontend's aiohttp application: its state, its connections, its routes.
+"""The frontend's aiohttp application: its state (state.py), its connections, its routes (handlers.py).
 
 `build_app(config, tokenizers)` wires everything; the connections that own I/O
 (HTTP session to engines, etcd watch, NATS subscriptions, the prefill submitter)
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 
 import aiohttp
 import msgspec
@@ -20,66 +19,20 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
-from dynamo_lite.config import ClusterSpec, FrontendSpec, ModelSpec
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.frontend.admission import Admission, ApiKeys
-from dynamo_lite.frontend.disagg import DisaggPolicy
 from dynamo_lite.frontend.errors import openai_errors
 from dynamo_lite.frontend.fleet import Fleet
-from dynamo_lite.frontend.flow import FlowSettings, RequestFlow
+from dynamo_lite.frontend.flow import RequestFlow
+from dynamo_lite.frontend.handlers import add_routes
 from dynamo_lite.frontend.metrics import FrontendMetrics
+from dynamo_lite.frontend.state import STATE, FrontendConfig, FrontendState
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.upstream import EngineClient
 from dynamo_lite.protocol import LoadReport, RelayedKvEvents
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
-from router import RouterConfig
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FrontendConfig:
-    """What the frontend needs from cluster.yaml, plus where NATS and etcd are."""
-
-    namespace: str
-    nats_url: str
-    etcd_url: str
-    models: tuple[ModelSpec, ...]
-    frontend: FrontendSpec
-    lease_ttl_s: int = 10  # workers' lease TTL: a dead worker is still listed at most this long
-    ttft_target_ms: float = 500.0  # the SLOs that the goodput counter checks (planner section of the spec)
-    itl_target_ms: float = 50.0
-
-    @classmethod
-    def from_spec(cls, spec: ClusterSpec, nats_url: str, etcd_url: str) -> FrontendConfig:
-        return cls(spec.namespace, nats_url, etcd_url, tuple(spec.models), spec.frontend, spec.etcd.lease_ttl_s,
-                   spec.planner.ttft_target_ms, spec.planner.itl_target_ms)
-
-    def router_config(self, model: ModelSpec) -> RouterConfig:
-        r = self.frontend.router
-        return RouterConfig(block_size=model.block_size, mode=r.mode, overlap_weight=r.overlap_weight,
-                            temperature=r.temperature, approx_ttl_s=r.approx_ttl_s)
-
-    def flow_settings(self) -> FlowSettings:
-        d = self.frontend.disaggregation
-        return FlowSettings(DisaggPolicy(d.max_local_prefill_tokens, d.max_prefill_queue), d.prefill_timeout_s,
-                            self.frontend.max_migrations, ttft_target_s=self.ttft_target_ms / 1000,
-                            itl_target_s=self.itl_target_ms / 1000, suspect_s=float(self.lease_ttl_s))
-
-
-@dataclass
-class FrontendState:
-    config: FrontendConfig
-    tokenizers: dict[str, ModelTokenizer]
-    metrics: FrontendMetrics
-    fleet: Fleet
-    admission: Admission
-    api_keys: ApiKeys
-    flow: RequestFlow | None = None  # set while the connections are open
-    models: dict[str, ModelSpec] = field(default_factory=dict)
-
-
-STATE = web.AppKey("state", FrontendState)
 
 
 Connections = Callable[[web.Application], AsyncIterator[None]]
@@ -91,8 +44,6 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
               api_keys: frozenset[str] = frozenset()) -> web.Application:  # fmt: skip
     """The app; `connections` defaults to the real ones (etcd, NATS, engines), tests pass fakes.
     With `api_keys`, every /v1 request needs one of them (see `frontend.api_keys` of the spec)."""
-    from dynamo_lite.frontend import handlers
-
     metrics = FrontendMetrics(registry if registry is not None else CollectorRegistry())
     fleet = Fleet({m.name: config.router_config(m) for m in config.models}, metrics)
     f = config.frontend
@@ -102,7 +53,7 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
     app[STATE] = FrontendState(config, tokenizers, metrics, fleet, admission, ApiKeys(api_keys),
                                models={m.name: m for m in config.models})
     app.cleanup_ctx.append(connections or open_connections)
-    handlers.add_routes(app)
+    add_routes(app)
     return app
 
 

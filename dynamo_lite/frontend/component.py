@@ -14,7 +14,7 @@ from typing import TextIO
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.infra import ManagedProcess, free_port
 from dynamo_lite.infra.health import http_ok
-from dynamo_lite.state import ProcessInfo
+from dynamo_lite.infra.process import ProcessInfo
 
 
 class FrontendProcess:

@@ -1,9 +1,11 @@
 """OpenAI-shaped errors: `{"error": {"message", "type", "param", "code"}}` with the right status.
 
-Handlers raise `ApiError`; the `openai_errors` middleware turns it, aiohttp's own
-HTTP errors (unknown route 404, wrong method 405, body too large 413, a body that
-cannot be read or inflated 400) and any unexpected exception (500, logged, message
-not leaked) into that shape. A declared Content-Length over the limit is a 413 before
+Handlers raise `ApiError`; a `RequestFailed` of the request path becomes one
+through `api_error`, the one place that gives those failures a status. The
+`openai_errors` middleware turns an ApiError, aiohttp's own HTTP errors (unknown
+route 404, wrong method 405, body too large 413, a body that cannot be read or
+inflated 400) and any unexpected exception (500, logged, message not leaked) into
+that shape. A declared Content-Length over the limit is a 413 before
 any handler runs, rather than a wait for a body that may never come.
 """
 
@@ -14,6 +16,16 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
+
+from dynamo_lite.frontend.request import (
+    EngineRefused,
+    InvalidRequest,
+    MigrationsExhausted,
+    NoWorker,
+    PromptTooLong,
+    RequestFailed,
+    WorkerTimedOut,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +58,22 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, self.param, self.code)
+
+
+_STATUS_OF: dict[type[RequestFailed], tuple[int, str | None]] = {
+    InvalidRequest: (400, None),
+    PromptTooLong: (400, "context_length_exceeded"),
+    EngineRefused: (400, "engine_rejected"),
+    MigrationsExhausted: (502, "worker_failed"),
+    NoWorker: (503, "no_worker_available"),
+    WorkerTimedOut: (504, "upstream_timeout"),
+}
+
+
+def api_error(failure: RequestFailed) -> ApiError:
+    """The HTTP answer to a failure of the request path."""
+    status, code = _STATUS_OF.get(type(failure), (500, None))
+    return ApiError(status, failure.message, param=failure.param, code=code)
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:

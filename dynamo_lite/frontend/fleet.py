@@ -9,13 +9,19 @@ Fed by three sources, all on the event loop: discovery (`on_worker_change`, a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dynamo_lite.discovery import WorkerChange
 from dynamo_lite.frontend.metrics import FrontendMetrics
-from dynamo_lite.protocol import LoadReport, RelayedKvEvents, Role, WorkerId, WorkerRecord
+from dynamo_lite.protocol import (
+    LoadReport,
+    RelayedKvEvents,
+    Role,
+    WorkerId,
+    WorkerRecord,
+)
 from router import Router, RouterConfig
 
 log = logging.getLogger(__name__)
@@ -113,7 +119,7 @@ class Fleet:
         if model is None:
             return  # a worker discovery does not (or no longer) know
         fleet = self.models[model]
-        outcome = fleet.router.apply_relayed(message)
+        outcome = fleet.router.apply_events(message.worker_id, message.seq, message.batch)
         self.metrics.kv_event_batches.labels(model, outcome.status.value).inc()
         if outcome.needs_resync:
             # Events were lost: the router has already cleared the worker and taken this batch as

@@ -1,30 +1,54 @@
 """The life of one request after validation: route, decide where prefill runs, stream
 from the decode worker, and move the request to another worker if its worker fails.
 
-`RequestFlow.run(request, result)` is an async generator of output `Piece`s; it fills
-`result` (usage, workers, migrations) as it goes. Errors before the first piece
-are `ApiError`s with the status the client should get (503 no worker, 504
-timeout, 400 engine refusal); after it, the caller turns them into an SSE error
-event. Closing the generator (client gone) closes the engine connection.
+`RequestFlow.run(request)` is an async generator of output `Piece`s that ends with
+one `Outcome` (tokens, cached tokens, workers, migrations). What goes wrong is a
+`RequestFailed` (request.py) that names what happened (no worker, migrations
+exhausted, worker timed out, engine refused); the HTTP layer gives it a status,
+or, after the first piece, an SSE error event. Closing the generator (client
+gone) closes the engine connection.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
-from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide_before_queue, decide_on_queue
-from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.disagg import (
+    DisaggPolicy,
+    Reason,
+    decide_before_queue,
+    decide_on_queue,
+)
 from dynamo_lite.frontend.fleet import Fleet, ModelFleet
 from dynamo_lite.frontend.metrics import FrontendMetrics
+from dynamo_lite.frontend.request import (
+    EngineRefused,
+    GenerationRequest,
+    MigrationsExhausted,
+    NoWorker,
+    Outcome,
+    Piece,
+    WorkerTimedOut,
+)
 from dynamo_lite.frontend.upstream import (
-    EngineClient, Piece, Sampling, StreamUsage, UpstreamRejected, UpstreamTimeout, WorkerFailed,
-)  # fmt: skip
-from dynamo_lite.protocol import KvTransferParams, RequestId, Role, WorkerId, WorkerRecord
+    EngineClient,
+    StreamUsage,
+    UpstreamRejected,
+    UpstreamTimeout,
+    WorkerFailed,
+)
+from dynamo_lite.protocol import (
+    KvTransferParams,
+    RequestId,
+    Role,
+    WorkerId,
+    WorkerRecord,
+)
 from dynamo_lite.queue import PrefillError, PrefillSubmitter
 from router import Decision
 
@@ -36,33 +60,9 @@ class FlowSettings:
     disagg: DisaggPolicy
     prefill_timeout_s: float
     max_migrations: int
-    ttft_target_s: float = 0.5  # SLO for the goodput counter (planner.ttft_target_ms)
-    itl_target_s: float = 0.05  # ... and planner.itl_target_ms
-    suspect_s: float = 10.0  # how long a worker that failed a request is avoided (the lease TTL is the most needed)
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """A validated, tokenized request."""
-
-    request_id: RequestId
-    model: str
-    prompt_ids: list[int]
-    max_tokens: int
-    sampling: Sampling
-    arrival: float  # time.monotonic() when the request arrived
-    retokenize: Callable[[str], list[int]]  # text -> ids, for engines that return no token ids
-
-
-@dataclass
-class FlowResult:
-    """What the response needs besides the text; filled while the flow runs."""
-
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    finish_reason: str | None = None
-    workers: list[WorkerId] = field(default_factory=list)
-    migrations: int = 0
+    ttft_target_s: float  # SLO for the goodput counter (planner.ttft_target_ms)
+    itl_target_s: float  # ... and planner.itl_target_ms
+    suspect_s: float  # how long a worker that failed a request is avoided (the lease TTL is the most needed)
 
 
 class RequestFlow:
@@ -74,18 +74,19 @@ class RequestFlow:
         self.metrics = metrics
         self.settings = settings
 
-    async def run(self, req: GenerationRequest, result: FlowResult) -> AsyncIterator[Piece]:
+    async def run(self, req: GenerationRequest) -> AsyncIterator[Piece | Outcome]:
         fleet = self.fleet.get(req.model)
-        if fleet is None:
-            raise ApiError(404, f"The model `{req.model}` does not exist.", param="model", code="model_not_found")
         generated: list[int] = []
         failed: set[WorkerId] = set()
+        workers: list[WorkerId] = []
+        migrations = 0
+        finish_reason: str | None = None
         timing = _TokenTiming(req.arrival, self.metrics.ttft.labels(req.model), self.metrics.itl.labels(req.model))
         while True:
-            candidates = fleet.candidates(exclude=failed)
-            if not candidates:
-                raise ApiError(503, f"No worker is available for model `{req.model}`" +
-                               (" (every worker tried has failed)." if failed else "."), code="no_worker_available")
+            candidates = fleet.candidates(exclude=failed) if fleet is not None else []
+            if fleet is None or not candidates:
+                raise NoWorker(f"No worker is available for model `{req.model}`" +
+                               (" (every worker tried has failed)." if failed else "."))
             prompt = req.prompt_ids + generated
             started = time.perf_counter()
             decision = fleet.router.route(prompt, candidates)
@@ -95,8 +96,8 @@ class RequestFlow:
             self.metrics.routed.labels(req.model, worker.worker_id, decision.mode.value).inc()
             self.metrics.routed_overlap.labels(req.model).inc(decision.overlap_tokens)
             kv_params = await self._prefill(req, fleet, worker, decision, prompt)
-            attempt = RequestId(f"{req.request_id}#{len(result.workers)}")
-            result.workers.append(worker.worker_id)
+            attempt = RequestId(f"{req.request_id}#{len(workers)}")
+            workers.append(worker.worker_id)
             usage = StreamUsage()
             fleet.router.on_request_start(attempt, decision)
             try:
@@ -108,15 +109,15 @@ class RequestFlow:
                         fleet.router.on_prefill_done(attempt)
                     generated.extend(ids)
                     if piece.finish_reason is not None:
-                        result.finish_reason = piece.finish_reason
+                        finish_reason = piece.finish_reason
                     yield piece
                 # The engine's count where it reports one (vLLM with --enable-prompt-tokens-details,
                 # the mock), else the router's estimate; after a migration, the last worker's.
                 cached = usage.cached_tokens if usage.cached_tokens is not None else decision.overlap_tokens
-                result.cached_tokens = min(cached, len(req.prompt_ids))
-                result.completion_tokens = len(generated)
                 met = timing.within(self.settings.ttft_target_s, self.settings.itl_target_s)
                 self.metrics.slo.labels(req.model, "true" if met else "false").inc()
+                yield Outcome(len(generated), min(cached, len(req.prompt_ids)), finish_reason, tuple(workers),
+                              migrations)
                 return
             except (WorkerFailed, UpstreamTimeout) as e:
                 # A worker that stopped answering (frozen, partitioned) is failed for this request too.
@@ -124,25 +125,25 @@ class RequestFlow:
                 failed.add(worker.worker_id)
                 fleet.suspect(worker.worker_id, self.settings.suspect_s)
                 if len(generated) >= req.max_tokens:  # it failed after the last token: nothing to resend
-                    result.finish_reason, result.completion_tokens = "length", len(generated)
                     yield Piece("", [], "length")
+                    yield Outcome(len(generated), 0, "length", tuple(workers), migrations)
                     return
-                if timed_out and (result.migrations >= self.settings.max_migrations
+                if timed_out and (migrations >= self.settings.max_migrations
                                   or not fleet.candidates(exclude=failed)):  # fmt: skip
-                    raise ApiError(504, f"The worker did not answer in time: {e}", code="upstream_timeout") from e
-                if result.migrations >= self.settings.max_migrations:
-                    raise ApiError(502, f"Worker failed and the request was moved {result.migrations} time(s) "
-                                        f"already: {e}", code="worker_failed") from e  # fmt: skip
+                    raise WorkerTimedOut(f"The worker did not answer in time: {e}") from e
+                if migrations >= self.settings.max_migrations:
+                    raise MigrationsExhausted(f"Worker failed and the request was moved {migrations} time(s) "
+                                              f"already: {e}") from e  # fmt: skip
                 if not fleet.candidates(exclude=failed):
-                    raise ApiError(503, f"Worker failed and no other worker of model `{req.model}` is available: "
-                                        f"{e}", code="no_worker_available") from e  # fmt: skip
-                result.migrations += 1
+                    raise NoWorker(f"Worker failed and no other worker of model `{req.model}` is available: "
+                                   f"{e}") from e  # fmt: skip
+                migrations += 1
                 stage = "mid_stream" if generated else "before_first_token"
                 self.metrics.migrations.labels(req.model, "timeout" if timed_out else stage).inc()
                 log.warning("request %s: worker %s %s after %d tokens; migrating", req.request_id, worker.worker_id,
                             "timed out" if timed_out else f"failed ({e})", len(generated))
             except UpstreamRejected as e:
-                raise ApiError(400, e.args[0], code="engine_rejected") from e
+                raise EngineRefused(e.args[0]) from e
             finally:
                 fleet.router.on_request_finish(attempt)
 

@@ -19,14 +19,32 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend.app import STATE, FrontendState
-from dynamo_lite.frontend.errors import ApiError, json_response
-from dynamo_lite.frontend.flow import FlowResult, GenerationRequest
+from dynamo_lite.frontend.errors import ApiError, api_error, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
-from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest, parse_body
-from dynamo_lite.frontend.sse import DONE, ChatShape, CompletionShape, Shape, sse, usage_body
+from dynamo_lite.frontend.request import (
+    GenerationRequest,
+    Outcome,
+    Piece,
+    RequestFailed,
+    Sampling,
+    max_tokens_for,
+)
+from dynamo_lite.frontend.schemas import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    OpenAiRequest,
+    parse_body,
+)
+from dynamo_lite.frontend.sse import (
+    DONE,
+    ChatShape,
+    CompletionShape,
+    Shape,
+    sse,
+    usage_body,
+)
+from dynamo_lite.frontend.state import STATE, FrontendState
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
-from dynamo_lite.frontend.upstream import Sampling
 from dynamo_lite.protocol import RequestId, Role
 
 log = logging.getLogger(__name__)
@@ -136,85 +154,97 @@ def _served(request: web.Request, state: FrontendState, model: str) -> ModelToke
 
 
 def _request(state: FrontendState, body: OpenAiRequest, ids: list[int], param: str, rid: str) -> GenerationRequest:
-    """Check the prompt against the context length and fill in max_tokens as vLLM does."""
-    max_len = state.models[body.model].max_model_len
-    if not ids:
-        raise ApiError(400, "The prompt is empty.", param=param)
-    limit = body.output_limit()
-    cap = state.config.frontend.max_tokens_limit
-    if cap is not None and limit is not None and limit > cap:
-        raise ApiError(400, f"max_tokens is {limit}, but this service allows at most {cap}.", param="max_tokens")
-    if len(ids) >= max_len or (limit is not None and len(ids) + limit > max_len):
-        asked = f" and {limit} for the completion" if limit is not None else ""
-        raise ApiError(400, f"This model's maximum context length is {max_len} tokens. However, you requested "
-                            f"{len(ids) + (limit or 0)} tokens ({len(ids)} in the {param}{asked}). Please reduce "
-                            f"the length of the {param} or completion.", param=param,
-                       code="context_length_exceeded")  # fmt: skip
+    """The request to serve: the prompt checked against the context length, max_tokens filled in as vLLM does."""
+    max_tokens = max_tokens_for(len(ids), body.output_limit(), state.models[body.model].max_model_len,
+                                state.config.frontend.max_tokens_limit, param)
     sampling = Sampling(temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop_list(),
                         presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty)
-    tokenizer = state.tokenizers[body.model]
-    default = max_len - len(ids) if cap is None else min(cap, max_len - len(ids))
-    return GenerationRequest(RequestId(rid), body.model, ids, limit or default, sampling,
-                             time.monotonic(), tokenizer.encode_text)
+    return GenerationRequest(RequestId(rid), body.model, ids, max_tokens, sampling, time.monotonic(),
+                             state.tokenizers[body.model].encode_text)
 
 
 async def _generate(request: web.Request, state: FrontendState, body: OpenAiRequest, ids: list[int], param: str,
                     shape: Shape) -> web.StreamResponse:  # fmt: skip
-    req = _request(state, body, ids, param, shape.id)
+    try:
+        req = _request(state, body, ids, param, shape.id)
+    except RequestFailed as e:
+        raise api_error(e) from None
     if state.flow is None:
         raise ApiError(503, "The frontend is starting or stopping.", code="not_ready")
     model = req.model
     state.metrics.in_flight.labels(model).inc()
-    result = FlowResult()
     try:
-        async with contextlib.aclosing(state.flow.run(req, result)) as pieces:
+        async with contextlib.aclosing(state.flow.run(req)) as events:
             if body.stream:
-                response = await _stream(request, pieces, shape, body.include_usage, req, result)
+                response, outcome = await _stream(request, events, shape, body.include_usage, req)
             else:
-                texts = [p.text async for p in pieces]
-                usage = usage_body(len(ids), result.completion_tokens, result.cached_tokens)
-                response = json_response(shape.full("".join(texts), result.finish_reason, usage),
-                                         headers={"X-Request-Id": req.request_id})
-        m = state.metrics
-        m.input_tokens.labels(model).inc(len(ids))
-        m.prompt_len.labels(model).observe(len(ids))
-        m.output_tokens.labels(model).inc(result.completion_tokens)
-        m.cached_tokens.labels(model).inc(result.cached_tokens)
-        m.e2e.labels(model).observe(time.monotonic() - req.arrival)
+                response, outcome = await _whole(events, shape, req)
+        if outcome is not None:
+            m = state.metrics
+            m.input_tokens.labels(model).inc(len(ids))
+            m.prompt_len.labels(model).observe(len(ids))
+            m.output_tokens.labels(model).inc(outcome.completion_tokens)
+            m.cached_tokens.labels(model).inc(outcome.cached_tokens)
+            m.e2e.labels(model).observe(time.monotonic() - req.arrival)
         return response
     finally:
         state.metrics.in_flight.labels(model).dec()
 
 
-async def _stream(request: web.Request, pieces: AsyncIterator, shape: Shape, include_usage: bool,
-                  req: GenerationRequest, result: FlowResult) -> web.StreamResponse:  # fmt: skip
-    # The first piece comes before the headers, so that what fails before any output (no
+async def _whole(events: AsyncIterator[Piece | Outcome], shape: Shape,
+                 req: GenerationRequest) -> tuple[web.Response, Outcome]:  # fmt: skip
+    """One JSON answer: every piece's text, then the outcome's usage."""
+    texts: list[str] = []
+    try:
+        async for event in events:
+            if isinstance(event, Outcome):
+                usage = usage_body(len(req.prompt_ids), event.completion_tokens, event.cached_tokens)
+                body = shape.full("".join(texts), event.finish_reason, usage)
+                return json_response(body, headers={"X-Request-Id": req.request_id}), event
+            texts.append(event.text)
+    except RequestFailed as e:
+        raise api_error(e) from None
+    raise RuntimeError(f"request {req.request_id}: the flow ended without an outcome")
+
+
+async def _stream(request: web.Request, events: AsyncIterator[Piece | Outcome], shape: Shape, include_usage: bool,
+                  req: GenerationRequest) -> tuple[web.StreamResponse, Outcome | None]:  # fmt: skip
+    """Server-sent events; the outcome is None when the stream broke off (client gone, failure mid-stream)."""
+    # The first event comes before the headers, so that what fails before any output (no
     # worker, timeout, a refused prompt) is still an HTTP status rather than an SSE error.
-    first = await anext(pieces, None)
+    try:
+        first = await anext(events)
+    except RequestFailed as e:
+        raise api_error(e) from None
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Request-Id": req.request_id})  # fmt: skip
     await response.prepare(request)
+    outcome: Outcome | None = None
     try:
-        if first is not None:
-            await response.write(b"".join(sse(c) for c in shape.chunks(first.text, first.finish_reason)))
-        async for piece in pieces:
-            chunks = shape.chunks(piece.text, piece.finish_reason)
+        event = first
+        while True:
+            if isinstance(event, Outcome):
+                outcome = event
+                break
+            chunks = shape.chunks(event.text, event.finish_reason)
             if chunks:
                 await response.write(b"".join(sse(c) for c in chunks))
+            event = await anext(events)
         if include_usage:
-            usage = usage_body(len(req.prompt_ids), result.completion_tokens, result.cached_tokens)
+            usage = usage_body(len(req.prompt_ids), outcome.completion_tokens, outcome.cached_tokens)
             await response.write(sse(shape.usage_chunk(usage)))
         await response.write(DONE)
     except ConnectionResetError:
         log.info("request %s: client went away; engine request closed", req.request_id)
         response[STATUS_LABEL] = "client_closed"
-        return response
-    except ApiError as e:
+        return response, None
+    except RequestFailed as e:
         log.warning("request %s failed mid-stream: %s", req.request_id, e.message)
         response[STATUS_LABEL] = "stream_error"
-        await response.write(sse(e.body()) + DONE)
+        await response.write(sse(api_error(e).body()) + DONE)
+        outcome = None
     await response.write_eof()
-    return response
+    return response, outcome
 
 
 async def models(request: web.Request) -> web.Response:

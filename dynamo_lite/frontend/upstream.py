@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import msgspec
 
+from dynamo_lite.frontend.request import Piece, Sampling
 from dynamo_lite.protocol import KvTransferParams, RequestId, WorkerRecord
 
 log = logging.getLogger(__name__)
@@ -40,33 +41,6 @@ class UpstreamRejected(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling parameters forwarded to engines as they are (None: the engine's default)."""
-
-    temperature: float | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    stop: list[str] = field(default_factory=list)
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None and k != "stop"}
-        if self.stop:
-            out["stop"] = self.stop
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """One chunk of output from the engine."""
-
-    text: str
-    token_ids: list[int] | None  # None: the engine does not return ids
-    finish_reason: str | None
 
 
 @dataclass

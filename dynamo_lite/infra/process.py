@@ -12,7 +12,18 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import msgspec
+
 log = logging.getLogger(__name__)
+
+
+class ProcessInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A process a component started, as the state file and `status` list it."""
+
+    name: str  # "nats-server", "etcd", "frontend", "worker decode-0" ...
+    pid: int
+    url: str | None = None  # where it serves, if it does
+    log: str | None = None  # its log file
 
 
 def _die_with_parent(argv: list[str]) -> list[str]:

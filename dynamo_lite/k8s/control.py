@@ -4,10 +4,25 @@ allows nothing but reading and patching the scale of this cluster's pool Deploym
 from __future__ import annotations
 
 from dynamo_lite.config import ClusterSpec
-from dynamo_lite.k8s.names import CONFIG_PATH, etcd_url, k8s_namespace, labels, nats_url, object_name, pool_deployments
-from dynamo_lite.k8s.pods import Obj, container, credentials_env, http_probe, metadata, pod_template
+from dynamo_lite.k8s.names import (
+    CONFIG_PATH,
+    etcd_url,
+    k8s_namespace,
+    labels,
+    nats_url,
+    object_name,
+    pool_deployments,
+)
+from dynamo_lite.k8s.pods import (
+    Obj,
+    container,
+    credentials_env,
+    http_probe,
+    metadata,
+    pod_template,
+)
 
-PLANNER_COMMAND = ["python", "-m", "planner"]
+PLANNER_COMMAND = ["python", "-m", "dynamo_lite.planning"]
 """The planner's entry point; it is told `--connector kubernetes` (see `planner_container`)."""
 
 

@@ -9,7 +9,14 @@ watchers resume, JetStream keeps the queue on its volume), not their loss.
 from __future__ import annotations
 
 from dynamo_lite.config import ClusterSpec
-from dynamo_lite.k8s.names import CONFIG_PATH, ETCD_PORT, NATS_PORT, k8s_namespace, labels, object_name
+from dynamo_lite.k8s.names import (
+    CONFIG_PATH,
+    ETCD_PORT,
+    NATS_PORT,
+    k8s_namespace,
+    labels,
+    object_name,
+)
 from dynamo_lite.k8s.pods import Obj, config_map_name, http_probe, metadata
 
 NATS_MONITOR_PORT, ETCD_PEER_PORT = 8222, 2380

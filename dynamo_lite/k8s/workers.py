@@ -23,13 +23,38 @@ import dataclasses
 from pathlib import Path
 
 from connectors import kv_transfer_config, nixl_env
-from dynamo_lite.config import ClusterSpec, KvTransferSpec, MockEngineSpec, ModelSpec, PoolSpec, VllmEngineSpec
+from dynamo_lite.config import (
+    ClusterSpec,
+    KvTransferSpec,
+    MockEngineSpec,
+    ModelSpec,
+    PoolSpec,
+    VllmEngineSpec,
+)
 from dynamo_lite.engines.models import BUILTIN
 from dynamo_lite.k8s.names import (
-    CONFIG_PATH, ENGINE_PORT, KV_EVENTS_PORT, KV_REPLAY_PORT, NIXL_PORT, STATE_DIR, etcd_url, k8s_namespace,
-    labels, nats_url, pool_deployment, pool_settings,
+    CONFIG_PATH,
+    ENGINE_PORT,
+    KV_EVENTS_PORT,
+    KV_REPLAY_PORT,
+    NIXL_PORT,
+    STATE_DIR,
+    etcd_url,
+    k8s_namespace,
+    labels,
+    nats_url,
+    pool_deployment,
+    pool_settings,
 )  # fmt: skip
-from dynamo_lite.k8s.pods import Obj, container, credentials_env, env_list, http_probe, metadata, pod_template
+from dynamo_lite.k8s.pods import (
+    Obj,
+    container,
+    credentials_env,
+    env_list,
+    http_probe,
+    metadata,
+    pod_template,
+)
 
 MODEL_CACHE = f"{STATE_DIR}/models"
 EVENTS_BIND = f"tcp://127.0.0.1:{KV_EVENTS_PORT}"  # the agent's SUB socket; the engine connects

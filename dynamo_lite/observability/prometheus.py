@@ -10,7 +10,7 @@ import yaml
 from dynamo_lite.config import PrometheusSpec
 from dynamo_lite.infra import ManagedProcess, MissingBinary, free_port
 from dynamo_lite.infra.health import http_ok
-from dynamo_lite.state import ProcessInfo
+from dynamo_lite.infra.process import ProcessInfo
 
 
 def scrape_config(targets_path: Path, scrape_interval_s: float) -> dict[str, object]:

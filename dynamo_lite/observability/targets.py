@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.discovery import WorkerChange, WorkerWatcher, etcd_client
+from dynamo_lite.infra.process import ProcessInfo
 from dynamo_lite.protocol import WorkerRecord
-from dynamo_lite.state import ClusterState, ProcessInfo
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +95,9 @@ class TargetsWriter:
     def _on_change(self, _: WorkerChange) -> None:
         self._write()
 
-    def on_state(self, state: ClusterState) -> None:
+    def on_processes(self, processes: list[ProcessInfo]) -> None:
         """The supervisor's processes changed: scrape those that serve metrics (frontend, planner)."""
-        self.static = component_targets(self.spec.namespace, state.processes)
+        self.static = component_targets(self.spec.namespace, processes)
         if self.watcher.revision:  # started: the worker view is there to write with
             self._write()
 

@@ -29,7 +29,12 @@ from nats.js import JetStreamContext
 from nats.js.errors import FetchTimeoutError
 
 from dynamo_lite.protocol import PrefillJob, PrefillResult, WorkerId, prefill_subject
-from dynamo_lite.queue.stream import QueueSettings, consumer_config, ensure_stream, stream_name
+from dynamo_lite.queue.stream import (
+    QueueSettings,
+    consumer_config,
+    ensure_stream,
+    stream_name,
+)
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nats.js import JetStreamContext
-from nats.js import api
+from nats.js import JetStreamContext, api
 from nats.js.errors import NotFoundError
 
 from dynamo_lite.protocol import prefill_subject, subject_token

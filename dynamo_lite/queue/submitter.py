@@ -20,8 +20,19 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import Error as NatsError
 
-from dynamo_lite.protocol import JobId, PrefillJob, PrefillResult, RequestId, prefill_subject
-from dynamo_lite.queue.stream import QueueDepth, QueueSettings, ensure_stream, queue_depth
+from dynamo_lite.protocol import (
+    JobId,
+    PrefillJob,
+    PrefillResult,
+    RequestId,
+    prefill_subject,
+)
+from dynamo_lite.queue.stream import (
+    QueueDepth,
+    QueueSettings,
+    ensure_stream,
+    queue_depth,
+)
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import zmq
 
-from dynamo_lite.entrypoint import add_spec_args, configure_logging
 from dynamo_lite.config import ClusterSpec, ConfigError, PoolSpec, load_cluster_spec
-from dynamo_lite.protocol import WorkerId
 from dynamo_lite.infra import ProcessFailed
+from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging
+from dynamo_lite.protocol import WorkerId
 from dynamo_lite.worker.agent import AgentSettings, WorkerAgent
 from dynamo_lite.worker.engine import EngineHandle, attached_engine, launched_engine
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import aiohttp
 import msgspec
-from prometheus_client import CollectorRegistry
 from nats.aio.client import Client as NatsClient
+from prometheus_client import CollectorRegistry
 
 from dynamo_lite.discovery import WorkerRegistration, etcd_client
 from dynamo_lite.protocol import (
@@ -37,7 +37,11 @@ from dynamo_lite.protocol import (
 from dynamo_lite.queue import PrefillConsumer, QueueSettings, connect_nats
 from dynamo_lite.worker.engine import EngineHandle
 from dynamo_lite.worker.kv_relay import KvEventRelay
-from dynamo_lite.worker.load_reporter import LoadReporter, cache_blocks, parse_engine_metrics
+from dynamo_lite.worker.load_reporter import (
+    LoadReporter,
+    cache_blocks,
+    parse_engine_metrics,
+)
 from dynamo_lite.worker.metrics import MetricsServer, WorkerMetrics
 from dynamo_lite.worker.prefill import EnginePrefill
 

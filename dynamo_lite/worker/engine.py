@@ -12,10 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connectors import kv_transfer_config, nixl_env
-from dynamo_lite.config import ClusterSpec, KvTransferSpec, MockEngineSpec, PoolSpec, VllmEngineSpec
+from dynamo_lite.config import (
+    ClusterSpec,
+    KvTransferSpec,
+    MockEngineSpec,
+    PoolSpec,
+    VllmEngineSpec,
+)
 from dynamo_lite.infra import ManagedProcess, free_port
-from dynamo_lite.infra.ports import listens_on
 from dynamo_lite.infra.health import http_ok
+from dynamo_lite.infra.ports import listens_on
 
 if TYPE_CHECKING:
     from dynamo_lite.engines.mock import MockEngineArgs
@@ -101,7 +107,11 @@ def _kv_settings(pool: PoolSpec) -> tuple[str, int | None]:
 def mock_engine_args(m: MockEngineSpec, model: str, block_size: int, max_len: int, port: int, events: str,
                      replay: str, kv: dict[str, object] | None = None, topic: str = "kv") -> MockEngineArgs:
     """The mock engine a worker of a `engine: mock` pool runs (benchmarks start the same one for peer routers)."""
-    from dynamo_lite.engines.mock import KvEventsConfig, KvTransferConfig, MockEngineArgs
+    from dynamo_lite.engines.mock import (
+        KvEventsConfig,
+        KvTransferConfig,
+        MockEngineArgs,
+    )
 
     transfer = None
     if kv is not None:

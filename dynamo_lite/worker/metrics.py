@@ -11,7 +11,13 @@ import asyncio
 import logging
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from pathlib import Path
 from dynamo_lite.config import ClusterSpec, PoolSpec
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import ManagedProcess, ProcessFailed
-from dynamo_lite.state import ProcessInfo
+from dynamo_lite.infra.process import ProcessInfo
 
 log = logging.getLogger(__name__)
 

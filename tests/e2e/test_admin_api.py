@@ -21,7 +21,7 @@ import pytest
 from dynamo_lite.credentials import EtcdCredentials
 from dynamo_lite.discovery import etcd_client
 from dynamo_lite.infra import EmbeddedEtcd
-from dynamo_lite.state import ClusterState
+from dynamo_lite.orchestrator.state import ClusterState
 from tests.e2e.test_orchestrator_up import orchestrator, start_up, wait_gone
 from tests.integration.etcd_auth import enable_auth
 

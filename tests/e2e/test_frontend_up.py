@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from dynamo_lite.infra import free_port
-from dynamo_lite.state import ClusterState, pid_alive
+from dynamo_lite.orchestrator.state import ClusterState, pid_alive
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def test_up_serves_the_openai_api(tmp_path: Path) -> None:
         "  - {name: prefill, role: prefill, engine: mock, mock: {speedup_ratio: 50}}\n"
         "  - {name: decode, role: decode, engine: mock, mock: {speedup_ratio: 50}}\n"
     )
-    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.cli", "up", "-f", str(spec)], stdout=subprocess.PIPE,
+    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)], stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True)
     try:
         assert up.stdout is not None

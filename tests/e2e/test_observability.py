@@ -17,8 +17,8 @@ import openai
 import pytest
 
 from dynamo_lite.infra import free_port
-from dynamo_lite.observability.dashboards import all_queries
-from dynamo_lite.state import ClusterState
+from dynamo_lite.docs.dashboards import all_queries
+from dynamo_lite.orchestrator.state import ClusterState
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
         f"observability: {{prometheus: {{enabled: true, port: {prom_port}, scrape_interval_s: 1}}}}\n"
         "planner: {enabled: true, dry_run: true, interval_s: 1}\n"
     )
-    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.cli", "up", "-f", str(spec)],
+    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert up.stdout is not None

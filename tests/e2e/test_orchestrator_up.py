@@ -13,13 +13,13 @@ import msgspec
 import psutil
 import pytest
 
-from dynamo_lite.state import ClusterState, pid_alive
+from dynamo_lite.orchestrator.state import ClusterState, pid_alive
 
 pytestmark = pytest.mark.integration
 
 
 def orchestrator(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dynamo_lite.cli", *args]
+    return [sys.executable, "-m", "dynamo_lite.orchestrator.cli", *args]
 
 
 def write_spec(tmp_path: Path) -> Path:

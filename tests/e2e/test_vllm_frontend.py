@@ -49,7 +49,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     spec.write_text(text + f"state_dir: {root / 'state'}\n")
     log = root / "up.log"
     with open(log, "w") as out:  # a file, not a pipe: nobody reads the supervisor's logs while tests run
-        up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.cli", "up", "-f", str(spec)],
+        up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)],
                               stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 1200
@@ -69,7 +69,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
 
 def engine_urls(state: Path) -> dict[str, str]:
     """role -> engine URL, from the worker records in etcd (via `orchestrator status`)."""
-    status = subprocess.run([sys.executable, "-m", "dynamo_lite.cli", "status", "-f", str(state.parent / "cluster.yaml")],
+    status = subprocess.run([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "status", "-f", str(state.parent / "cluster.yaml")],
                             capture_output=True, text=True, timeout=60)
     rows = [line.split() for line in status.stdout.splitlines() if line.strip().startswith(("prefill ", "decode "))]
     return {row[0]: row[3] for row in rows}

@@ -24,7 +24,7 @@ from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
 from dynamo_lite.protocol import Role, WorkerId, WorkerRecord
 from dynamo_lite.queue import connect_nats
 from dynamo_lite.queue.connection import NatsAuthError
-from dynamo_lite.status import cluster_status
+from dynamo_lite.orchestrator.status import cluster_status
 from tests.integration.etcd_auth import enable_auth
 
 pytestmark = pytest.mark.integration

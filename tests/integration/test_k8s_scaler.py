@@ -159,7 +159,7 @@ async def test_errors_name_the_deployment(api: tuple[FakeScaleApi, str]) -> None
 async def test_planner_connector_scales_deployments_and_follows_manual_changes(
     api: tuple[FakeScaleApi, str],
 ) -> None:
-    from planner.connectors.kubernetes import KubernetesConnector
+    from dynamo_lite.planning.kubernetes import KubernetesConnector
     from planner.types import Decision, Pool, PoolDecision, Replicas
 
     fake, url = api

@@ -24,11 +24,11 @@ from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
 from dynamo_lite.protocol import RequestId, Role
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
-from dynamo_lite.supervisor import Supervisor
+from dynamo_lite.orchestrator.supervisor import Supervisor
 from dynamo_lite.worker.pool import local_pools
 from planner import Replicas
 from planner.connectors.local import LocalConnector
-from planner.runtime import PlannerService, planner_stage
+from dynamo_lite.planning import PlannerService, planner_stage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NS = "plan"

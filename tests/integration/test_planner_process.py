@@ -1,4 +1,4 @@
-"""`python -m planner` as its own process: observes a cluster, logs decisions, stops on SIGTERM."""
+"""`python -m dynamo_lite.planning` as its own process: observes a cluster, logs decisions, stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ async def test_standalone_planner_observes_and_only_logs(tmp_path: Path, nats_se
     )
     log = tmp_path / "planner.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "planner", "-f", str(spec), "--nats-url", nats_server.url,
+        proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.planning", "-f", str(spec), "--nats-url", nats_server.url,
                                  "--etcd-url", etcd_server.url, "--connector", "none"], stdout=out, stderr=out)
     try:
         text = ""

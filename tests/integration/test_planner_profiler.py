@@ -11,8 +11,8 @@ from dynamo_lite.engines.mock.scheduler import SchedulerConfig
 from dynamo_lite.engines.mock.timing import RooflineTiming
 from dynamo_lite.infra import ManagedProcess, free_port
 from dynamo_lite.infra.health import http_ok
-from planner.profiler.http_sweep import HttpSweep
-from planner.profiler.mock_sweep import sweep
+from dynamo_lite.planning.profiler.http_sweep import HttpSweep
+from dynamo_lite.planning.profiler.mock_sweep import sweep
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ from dynamo_lite.engines.models import resolve_model  # noqa: E402
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats  # noqa: E402
 from dynamo_lite.protocol import BlockStored, RelayedKvEvents, RequestId, WorkerRecord  # noqa: E402
 from dynamo_lite.queue import PrefillSubmitter, connect_nats, queue_depth  # noqa: E402
-from dynamo_lite.state import pid_alive  # noqa: E402
+from dynamo_lite.orchestrator.state import pid_alive  # noqa: E402
 
 pytestmark = [
     pytest.mark.integration,

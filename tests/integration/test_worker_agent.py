@@ -18,7 +18,7 @@ from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
 from dynamo_lite.protocol import BlockStored, LoadReport, RelayedKvEvents, RequestId, Role
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
-from dynamo_lite.state import pid_alive
+from dynamo_lite.orchestrator.state import pid_alive
 
 pytestmark = pytest.mark.integration
 NS = "agents"

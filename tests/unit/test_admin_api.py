@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from dynamo_lite.admin import (
+from dynamo_lite.orchestrator.admin import (
     AdminServer,
     PoolInfo,
     ScaleReply,
@@ -18,11 +18,11 @@ from dynamo_lite.admin import (
     admin_app,
     scale_pool,
 )
-from dynamo_lite.admin.client import AdminError
+from dynamo_lite.orchestrator.admin.client import AdminError
 from dynamo_lite.config import AdminSpec, ClusterSpec, PoolSpec, parse_cluster_spec
 from dynamo_lite.protocol import Role, WorkerId, WorkerRecord
-from dynamo_lite.state import ClusterState, ProcessInfo
-from dynamo_lite.status import Check, ClusterStatus
+from dynamo_lite.orchestrator.state import ClusterState, ProcessInfo
+from dynamo_lite.orchestrator.status import Check, ClusterStatus
 
 SPEC = parse_cluster_spec(
     "models: [{name: tiny, path: 'builtin:tiny'}]\n"

@@ -13,7 +13,7 @@ from dynamo_lite import credentials
 from dynamo_lite.config import ConfigError, parse_cluster_spec
 from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
 from dynamo_lite.k8s import render_k8s
-from dynamo_lite.state import ClusterState, read_state, write_state
+from dynamo_lite.orchestrator.state import ClusterState, read_state, write_state
 from tests.unit.k8s.schema import schema_errors
 
 

@@ -23,8 +23,16 @@ from dynamo_lite.engines.mock.args import MockEngineArgs
 from dynamo_lite.engines.mock.blocks import hash_blocks
 from dynamo_lite.engines.mock.engine import RequestStream
 from dynamo_lite.engines.mock.openai_api import (
-    ChatRequest, ChatShape, CompletionRequest, CompletionShape, GenerateRequest, GenerateShape, Result, Shape,
-    TokenizeRequest, usage,
+    ChatRequest,
+    ChatShape,
+    CompletionRequest,
+    CompletionShape,
+    GenerateRequest,
+    GenerateShape,
+    Result,
+    Shape,
+    TokenizeRequest,
+    usage,
 )  # fmt: skip
 from dynamo_lite.engines.mock.sequence import FinishReason, Sequence, output_key
 from dynamo_lite.engines.mock.tokenizer import render_chat

@@ -16,7 +16,13 @@ from dynamo_lite.engines.mock.engine import MockEngine
 from dynamo_lite.engines.mock.kv_publisher import make_publisher
 from dynamo_lite.engines.mock.metrics import EngineMetrics
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig
-from dynamo_lite.engines.mock.timing import GPU_PRESETS, MODEL_PRESETS, DynamoTiming, RooflineTiming, TimingModel
+from dynamo_lite.engines.mock.timing import (
+    GPU_PRESETS,
+    MODEL_PRESETS,
+    DynamoTiming,
+    RooflineTiming,
+    TimingModel,
+)
 from dynamo_lite.engines.mock.tokenizer import WordTokenizer
 
 

@@ -16,7 +16,8 @@ from dynamo_lite.discovery import WorkerChange
 from dynamo_lite.frontend.app import STATE, FrontendConfig, build_app
 from dynamo_lite.frontend.flow import RequestFlow
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
-from dynamo_lite.frontend.upstream import Piece, StreamUsage, UpstreamTimeout, WorkerFailed
+from dynamo_lite.frontend.request import Piece
+from dynamo_lite.frontend.upstream import StreamUsage, UpstreamTimeout, WorkerFailed
 from dynamo_lite.protocol import PrefillResult, JobId, Role, WorkerId, WorkerRecord
 from dynamo_lite.queue import PrefillError, QueueDepth
 

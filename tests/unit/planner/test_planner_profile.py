@@ -7,8 +7,8 @@ import pytest
 from dynamo_lite.engines.mock.scheduler import SchedulerConfig
 from dynamo_lite.engines.mock.timing import RooflineTiming
 from planner import DecodePoint, EngineProfile, PrefillPoint
-from planner.profiler.__main__ import main as profiler_main
-from planner.profiler.mock_sweep import sweep
+from dynamo_lite.planning.profiler.__main__ import main as profiler_main
+from dynamo_lite.planning.profiler.mock_sweep import sweep
 
 SMALL = EngineProfile(
     engine="test",

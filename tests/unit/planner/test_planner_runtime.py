@@ -15,10 +15,10 @@ from planner import (
     VirtualClock,
 )  # fmt: skip
 from planner.connectors.local import LocalConnector
-from planner.runtime.frontend_metrics import totals, traffic
-from planner.runtime.metrics import PlannerMetrics
-from planner.runtime.service import PlannerService
-from planner.runtime.stage import make_limits, make_policy, planner_stage, scaled_pools
+from dynamo_lite.planning.frontend_metrics import totals, traffic
+from dynamo_lite.planning.metrics import PlannerMetrics
+from dynamo_lite.planning.service import PlannerService
+from dynamo_lite.planning.stage import make_limits, make_policy, planner_stage, scaled_pools
 
 
 def test_traffic_from_the_frontends_own_metrics():
@@ -136,8 +136,8 @@ def test_spec_rejects_inconsistent_planner_settings():
 
 
 def test_standalone_connectors():
-    from planner.__main__ import make_connector
-    from planner.connectors.kubernetes import KubernetesConnector
+    from dynamo_lite.planning.__main__ import make_connector
+    from dynamo_lite.planning.kubernetes import KubernetesConnector
     from planner.connectors.observe_only import ObserveOnlyConnector
 
     spec = ClusterSpec.model_validate({

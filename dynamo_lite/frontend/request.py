@@ -1,0 +1,124 @@
+"""The types of one generation request on its way through the frontend, and how it can fail.
+
+The HTTP layer (handlers.py) validates and tokenizes a body into a `GenerationRequest`;
+the flow (flow.py) serves it, yielding `Piece`s of output and, last, one `Outcome`.
+What goes wrong is a `RequestFailed` subclass that says what happened, not which
+HTTP status it is: only errors.py maps these to statuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynamo_lite.protocol import RequestId, WorkerId
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters forwarded to engines as they are (None: the engine's default)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The engine request's sampling fields: those set, by their vLLM names."""
+        out: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None and k != "stop"}
+        if self.stop:
+            out["stop"] = self.stop
+        return out
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """A validated, tokenized request."""
+
+    request_id: RequestId
+    model: str
+    prompt_ids: list[int]
+    max_tokens: int
+    sampling: Sampling
+    arrival: float  # time.monotonic() when the request arrived
+    retokenize: Callable[[str], list[int]]  # text -> ids, for engines that return no token ids
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One chunk of output, as the engine sent it."""
+
+    text: str
+    token_ids: list[int] | None  # None: the engine does not return ids
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a served request ended: the last thing the flow yields."""
+
+    completion_tokens: int
+    cached_tokens: int  # prompt tokens the engine found cached (the last worker's, after a migration)
+    finish_reason: str | None
+    workers: tuple[WorkerId, ...]  # every worker tried, in order
+    migrations: int
+
+
+# --- failures ---------------------------------------------------------------------
+
+
+class RequestFailed(Exception):
+    """The request cannot be served; the message is meant for the client."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param  # the request field at fault, if one is
+
+
+class InvalidRequest(RequestFailed):
+    """The request asks for something this service does not allow (an empty prompt, too many tokens)."""
+
+
+class PromptTooLong(RequestFailed):
+    """The prompt, with the tokens asked for, does not fit the model's context."""
+
+
+class NoWorker(RequestFailed):
+    """No worker of the model is available (none registered, or every one tried has failed)."""
+
+
+class MigrationsExhausted(RequestFailed):
+    """The worker failed and the request was already moved as often as allowed."""
+
+
+class WorkerTimedOut(RequestFailed):
+    """The worker stopped answering, and there is no other to move the request to."""
+
+
+class EngineRefused(RequestFailed):
+    """The engine refused the request itself (a 4xx): retrying elsewhere would not help."""
+
+
+def max_tokens_for(prompt_tokens: int, asked: int | None, max_model_len: int, cap: int | None,
+                   param: str) -> int:  # fmt: skip
+    """The completion's token budget, as vLLM computes it: what was asked, else what the context leaves.
+
+    Raises InvalidRequest (empty prompt, over the service's `cap`) or PromptTooLong.
+    """
+    if not prompt_tokens:
+        raise InvalidRequest("The prompt is empty.", param)
+    if cap is not None and asked is not None and asked > cap:
+        raise InvalidRequest(f"max_tokens is {asked}, but this service allows at most {cap}.", "max_tokens")
+    if prompt_tokens >= max_model_len or (asked is not None and prompt_tokens + asked > max_model_len):
+        for_completion = f" and {asked} for the completion" if asked is not None else ""
+        raise PromptTooLong(f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+                            f"{prompt_tokens + (asked or 0)} tokens ({prompt_tokens} in the {param}{for_completion}). "
+                            f"Please reduce the length of the {param} or completion.", param)
+    if asked is not None:
+        return asked
+    room = max_model_len - prompt_tokens
+    return room if cap is None else min(cap, room)

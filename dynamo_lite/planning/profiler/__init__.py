@@ -1,0 +1,1 @@
+"""Produce an `EngineProfile` by sweeping an engine: `python -m dynamo_lite.planning.profiler --help`."""

@@ -1,1 +1,0 @@
-"""Produce an `EngineProfile` by sweeping an engine: `python -m planner.profiler --help`."""
