@@ -4,9 +4,10 @@ The decision core is pure (no aiohttp, nats, etcd or prometheus imports):
 `Planner` (core.py) applies limits, cool-down, hysteresis, step and budget to a
 `Policy`'s proposals: `LoadPolicy` (queue depth and KV usage thresholds) or
 `SlaPolicy` (TTFT/ITL targets and an `EngineProfile`). Time comes from an
-injected `Clock`. The I/O lives in `dynamo_lite.planning` (observing the cluster,
-metrics, the loop `orchestrator up` runs) and `planner.connectors` (applying
-decisions: local processes, Kubernetes).
+injected `Clock`. `planner.connectors` holds the scaling-connector interface
+and the local one. The I/O lives in `dynamo_lite.planning`: observing the cluster,
+metrics, the Kubernetes connector, the profiler and the loop `orchestrator up` runs.
+This package imports nothing of `dynamo_lite`.
 """
 
 from planner.clock import Clock, MonotonicClock, VirtualClock

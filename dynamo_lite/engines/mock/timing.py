@@ -6,7 +6,7 @@ Pure functions of a `StepLoad`, in simulated seconds. Two models:
   grows with the uncached tokens (and the context they attend to); decode time
   with the batch (weights are read once, KV once per sequence) and its context.
 - `DynamoTiming`: NVIDIA Dynamo 1.6.1's simulated engine ("mocker"), from
-  shared/data/engine_timing_reference.md, for side-by-side comparisons.
+  docs/design/engine-timing.md, for side-by-side comparisons.
 """
 
 from __future__ import annotations

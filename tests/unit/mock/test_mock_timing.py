@@ -12,7 +12,7 @@ from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig
 from dynamo_lite.engines.mock.sequence import Sequence, output_key
 from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming, StepLoad, TimingModel
 
-REFERENCE = Path(__file__).resolve().parents[2] / "data" / "engine_timing_reference.md"  # copy of shared/data/
+REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "design" / "engine-timing.md"
 
 
 def decode(batch: int, context: int) -> StepLoad:
