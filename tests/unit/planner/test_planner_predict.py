@@ -1,0 +1,86 @@
+"""Load predictors on synthetic series with known answers."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from planner.predict import KalmanConfig, KalmanPredictor, LastValue, SeasonalConfig, SeasonalPredictor
+
+
+def feed(p, f, until: float, every: float = 10.0, noise: float = 0.0, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    t = 0.0
+    while t <= until:
+        p.observe(t, f(t) + rng.gauss(0, noise), noise * noise if noise else None)
+        t += every
+
+
+def test_kalman_settles_on_a_constant_and_ignores_noise():
+    p = KalmanPredictor(KalmanConfig(accel_noise=1e-10))  # a slope that barely moves: smooth hard
+    feed(p, lambda t: 5.0, 1200, noise=0.5)
+    assert p.predict(1230) == pytest.approx(5.0, abs=0.15)
+    assert abs(p.slope) < 0.005
+
+
+def test_kalman_learns_a_ramp_and_extrapolates_it():
+    p = KalmanPredictor()
+    feed(p, lambda t: 1.0 + 0.01 * t, 600)
+    assert p.slope == pytest.approx(0.01, rel=0.05)
+    assert p.predict(630) == pytest.approx(1.0 + 0.01 * 630, rel=0.02)
+
+
+def test_kalman_ahead_of_a_rising_sine_beats_the_last_value():
+    f = lambda t: 3.0 * (1 + 0.6 * math.sin(2 * math.pi * t / 240))  # noqa: E731
+    k, last = KalmanPredictor(KalmanConfig(accel_noise=1e-4)), LastValue()  # noise-free: follow the samples
+    err_k = err_last = 0.0
+    for i in range(0, 97):
+        t = i * 10.0
+        k.observe(t, f(t))
+        last.observe(t, f(t))
+        if t >= 240:
+            err_k += abs(k.predict(t + 30) - f(t + 30))
+            err_last += abs(last.predict(t + 30) - f(t + 30))
+    assert err_k < 0.6 * err_last
+
+
+def test_seasonal_recovers_trend_plus_sine_exactly():
+    f = lambda t: 2.0 + 0.001 * t + 1.2 * math.sin(2 * math.pi * t / 240 + 0.7)  # noqa: E731
+    p = SeasonalPredictor(SeasonalConfig(period_s=240))
+    feed(p, f, 480)
+    for ahead in (10, 30, 60):
+        assert p.predict(480 + ahead) == pytest.approx(f(480 + ahead), abs=1e-6)
+
+
+def test_seasonal_with_noise_predicts_the_peak_one_startup_ahead():
+    f = lambda t: 3.0 * (1 + 0.6 * math.sin(2 * math.pi * t / 240))  # noqa: E731
+    p = SeasonalPredictor(SeasonalConfig(period_s=240))
+    feed(p, f, 270, noise=0.3)  # the next peak is at t = 300
+    assert p.predict(300) == pytest.approx(4.8, abs=0.4)
+
+
+def test_seasonal_fits_only_the_trend_before_a_quarter_period():
+    p = SeasonalPredictor(SeasonalConfig(period_s=1000))
+    feed(p, lambda t: 1.0 + 0.02 * t, 200)
+    assert p.predict(230) == pytest.approx(1.0 + 0.02 * 230, rel=1e-6)
+
+
+@pytest.mark.parametrize("make", [LastValue, KalmanPredictor, lambda: SeasonalPredictor(SeasonalConfig(120))])
+def test_zero_load_predicts_zero_and_never_nan(make):
+    p = make()
+    assert p.predict(0) == 0.0
+    feed(p, lambda t: 0.0, 600)
+    for ahead in (0, 30, 1e6):
+        v = p.predict(600 + ahead)
+        assert v == 0.0 and not math.isnan(v)
+
+
+@pytest.mark.parametrize("make", [KalmanPredictor, lambda: SeasonalPredictor(SeasonalConfig(120))])
+def test_a_falling_signal_never_predicts_below_zero(make):
+    p = make()
+    feed(p, lambda t: max(0.0, 5 - 0.05 * t), 100)
+    assert p.predict(1000) >= 0.0
+    p.observe(110, float("nan"))  # a broken sample counts as 0, not as NaN
+    assert math.isfinite(p.predict(140))
