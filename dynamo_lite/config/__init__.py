@@ -18,7 +18,7 @@ from dynamo_lite.config.base import (
     Section,
     is_loopback,
 )
-from dynamo_lite.config.control import AdminSpec, EtcdSpec, NatsSpec
+from dynamo_lite.config.control import AdminSpec, EtcdSpec, NatsSpec, SupervisorSpec
 from dynamo_lite.config.deploy import (
     KubernetesPoolSpec,
     KubernetesSpec,
@@ -48,6 +48,6 @@ __all__ = [
     "AdminSpec", "ApiKeysSpec", "ClusterSpec", "ConfigError", "DisaggregationSpec", "EnvVar", "EtcdSpec",
     "EtcdUrl", "FrontendSpec", "KubernetesPoolSpec", "KubernetesSpec", "KvTransferSpec", "MockEngineSpec",
     "ModelSpec", "Name", "NatsSpec", "NatsUrl", "ObservabilitySpec", "PlannerSpec", "PoolLimits", "PoolSpec",
-    "Port", "PrometheusSpec", "RouterMode", "RouterSpec", "Section", "VllmEngineSpec", "is_loopback",
+    "Port", "PrometheusSpec", "RouterMode", "RouterSpec", "Section", "SupervisorSpec", "VllmEngineSpec", "is_loopback",
     "load_cluster_spec", "parse_cluster_spec", "split_url",
 ]

@@ -110,3 +110,19 @@ class AdminSpec(Section):
     def token(self) -> str | None:
         """The bearer token, from the variable `token_env` names; ConfigError if it is unset."""
         return _secret("admin.token_env", self.token_env)
+
+
+class SupervisorSpec(Section):
+    restart: bool = True
+    """Restart what `orchestrator up` started when it dies on its own: embedded NATS and etcd (same port and
+    data), the frontend, Prometheus, and each pool's workers (replaced under new ids)."""
+    restart_backoff_s: Annotated[float, Field(gt=0)] = 1.0
+    """Delay before the first restart of a part; it doubles with each failure within the window."""
+    restart_backoff_max_s: Annotated[float, Field(gt=0)] = 30.0
+    """The longest delay between restarts."""
+    restart_limit: Annotated[int, Field(ge=0)] = 5
+    """A part that fails more often than this within `restart_window_s` is given up (marked failed in `status`)."""
+    restart_window_s: Annotated[float, Field(gt=0)] = 300.0
+    """How far back failures count toward `restart_limit`; a part up that long starts afresh."""
+    check_interval_s: Annotated[float, Field(gt=0, le=60)] = 0.5
+    """How often the supervisor checks that its children run."""

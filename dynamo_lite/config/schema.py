@@ -28,7 +28,7 @@ from dynamo_lite.config.base import (
     Port,
     Section,
 )
-from dynamo_lite.config.control import AdminSpec, EtcdSpec, NatsSpec
+from dynamo_lite.config.control import AdminSpec, EtcdSpec, NatsSpec, SupervisorSpec
 from dynamo_lite.config.deploy import (
     KubernetesSpec,
     ObservabilitySpec,
@@ -272,6 +272,8 @@ class ClusterSpec(Section):
     observability: ObservabilitySpec = ObservabilitySpec()
     admin: AdminSpec = AdminSpec()
     """The admin API of `orchestrator up`, apart from the public OpenAI API."""
+    supervisor: SupervisorSpec = SupervisorSpec()
+    """How `orchestrator up` keeps what it started running."""
     kubernetes: KubernetesSpec = KubernetesSpec()
     """How `orchestrator render k8s` turns this spec into Kubernetes objects; unused by `orchestrator up`."""
 

@@ -2,7 +2,8 @@
 
 Every panel's queries are plain PromQL over metrics the components export (the
 frontend's `dynamo_lite_frontend_*`, the agents' `dynamo_lite_worker_*`, the
-planner's `dynamo_lite_planner_*`, the engines' `vllm:*`) and the target labels
+planner's `dynamo_lite_planner_*`, the supervisor's `dynamo_lite_supervisor_*`, the
+engines' `vllm:*`) and the target labels
 from the file-SD list (`namespace`, `component`, `role`, `model`, `worker_id`).
 An integration test runs every query against a real Prometheus scraping a real
 cluster and fails on any query that returns nothing.
@@ -19,6 +20,7 @@ from pathlib import Path
 F = "dynamo_lite_frontend_"
 W = "dynamo_lite_worker_"
 PL = "dynamo_lite_planner_"
+SV = "dynamo_lite_supervisor_"
 RATE = "[1m]"
 OUT = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "dashboards"
 
@@ -71,6 +73,11 @@ OVERVIEW = Dashboard("dl-overview", "dynamo_lite / overview", "Traffic, latency 
                      Query(rate(F + "output_tokens_total"), "out {{model}}"),
                      Query(rate(F + "cached_tokens_total"), "cached {{model}}")), "short"),
     Panel("In flight", (Query(f"sum by (model) ({F}requests_in_flight)", "{{model}}"),), "short"),
+    Panel("Restarts by orchestrator up", (
+        Query(f"sum by (part) (increase({SV}restarts_total[15m]))", "{{part}}"),
+        Query(f"sum by (part) ({SV}given_up_total)", "given up: {{part}}"),
+    ), "short", "Parts that died on their own and were restarted (workers: replaced) in the last 15 minutes; "
+                "a part given up after a crash loop shows in `orchestrator status` with its log tail."),
 ))
 
 ROUTING = Dashboard("dl-routing", "dynamo_lite / routing", "Where requests go and how much prefix they find.", (

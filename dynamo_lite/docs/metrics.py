@@ -10,15 +10,18 @@ from prometheus_client.metrics import MetricWrapperBase
 
 def _registries() -> list[tuple[str, Callable[[CollectorRegistry], object]]]:
     from dynamo_lite.frontend.metrics import FrontendMetrics
+    from dynamo_lite.orchestrator.reconciler import SupervisorMetrics
     from dynamo_lite.planning.metrics import PlannerMetrics
     from dynamo_lite.worker.metrics import WorkerMetrics
 
-    return [("frontend", FrontendMetrics), ("worker agent", WorkerMetrics), ("planner", PlannerMetrics)]
+    return [("frontend", FrontendMetrics), ("worker agent", WorkerMetrics), ("planner", PlannerMetrics),
+            ("supervisor (admin API)", SupervisorMetrics)]
 
 
 PAGE_HEAD = """# Metrics reference
 
-Every metric the frontend, the worker agents and the planner export on `/metrics`.
+Every metric the frontend, the worker agents, the planner and the supervisor of
+`orchestrator up` (on its admin API) export on `/metrics`.
 The engines' own `vllm:*` metrics come beside them; see
 [operations/observability.md](../operations/observability.md). Generated from the
 metric definitions by `python -m dynamo_lite.docs`; a test keeps it current.

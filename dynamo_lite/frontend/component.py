@@ -14,11 +14,13 @@ from typing import TextIO
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.infra import ManagedProcess, free_port
 from dynamo_lite.infra.health import http_ok
-from dynamo_lite.infra.process import ProcessInfo
+from dynamo_lite.infra.process import ProcessInfo, RestartableChild
 
 
-class FrontendProcess:
+class FrontendProcess(RestartableChild):
     """Component: `python -m dynamo_lite.frontend` for a spec."""
+
+    part = "frontend"
 
     def __init__(self, spec: ClusterSpec, spec_path: Path, nats_url: str, etcd_url: str,
                  out: TextIO = sys.stdout, start_timeout_s: float = 180.0) -> None:

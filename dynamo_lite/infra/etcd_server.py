@@ -7,15 +7,17 @@ from pathlib import Path
 from dynamo_lite.infra.binaries import find_etcd
 from dynamo_lite.infra.health import http_ok
 from dynamo_lite.infra.ports import free_port
-from dynamo_lite.infra.process import ManagedProcess
+from dynamo_lite.infra.process import ManagedProcess, RestartableChild
 
 
-class EmbeddedEtcd:
+class EmbeddedEtcd(RestartableChild):
     """etcd on `host:port` with its data in `state_dir/etcd`.
 
     Ports picked at construction stay fixed across restarts; the data directory
     survives a restart, so leases and keys do too.
     """
+
+    part = "etcd"
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host

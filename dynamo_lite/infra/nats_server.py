@@ -9,10 +9,10 @@ from pathlib import Path
 from dynamo_lite.infra.binaries import find_nats_server
 from dynamo_lite.infra.health import http_ok
 from dynamo_lite.infra.ports import free_port
-from dynamo_lite.infra.process import ManagedProcess
+from dynamo_lite.infra.process import ManagedProcess, RestartableChild
 
 
-class EmbeddedNats:
+class EmbeddedNats(RestartableChild):
     """nats-server on `host:port` with JetStream storing under `state_dir/nats`.
 
     Ports picked at construction (0 means free ones) stay fixed across restarts,
@@ -21,6 +21,8 @@ class EmbeddedNats:
     (`state_dir/nats-server.conf`, mode 0600), never on the command line.
     The monitoring port (health checks) needs no token and binds to `host` too.
     """
+
+    part = "nats-server"
 
     def __init__(self, state_dir: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
         self.host = host

@@ -44,6 +44,21 @@ class ProcessFailed(RuntimeError):
     """The child exited or never became healthy; the message carries its log's tail."""
 
 
+class RestartableChild:
+    """Mixin for a supervised part that is one child process (`self.process`) and whose `start()`
+    brings it back as it was (same ports, same data): see dynamo_lite.orchestrator.reconciler."""
+
+    part: str
+    process: ManagedProcess
+    start: Callable[[], Awaitable[None]]  # the part's own start (health-checked)
+
+    def failure(self) -> str | None:
+        return self.process.exit_reason()
+
+    async def recover(self) -> None:
+        await self.start()
+
+
 class ManagedProcess:
     """One child process with its output in a log file.
 
@@ -102,6 +117,13 @@ class ManagedProcess:
                 self.popen.kill()
                 await self._wait(5.0)
         return self.popen.returncode
+
+    def exit_reason(self) -> str | None:
+        """Why the child is not running although it was started (exit code and last log lines); None
+        while it runs, or before its first start."""
+        if self.popen is None or self.popen.poll() is None:
+            return None
+        return f"{self.name} exited with code {self.popen.returncode}\n{self.log_tail(10)}"
 
     def kill(self) -> None:
         """SIGKILL, for tests that simulate a crash."""

@@ -10,7 +10,7 @@ import yaml
 from dynamo_lite.config import PrometheusSpec
 from dynamo_lite.infra import ManagedProcess, MissingBinary, free_port
 from dynamo_lite.infra.health import http_ok
-from dynamo_lite.infra.process import ProcessInfo
+from dynamo_lite.infra.process import ProcessInfo, RestartableChild
 
 
 def scrape_config(targets_path: Path, scrape_interval_s: float) -> dict[str, object]:
@@ -33,8 +33,10 @@ def find_prometheus() -> Path:
     return Path(found)
 
 
-class EmbeddedPrometheus:
+class EmbeddedPrometheus(RestartableChild):
     """Component: Prometheus with its data under `<state_dir>/prometheus/data`."""
+
+    part = "prometheus"
 
     def __init__(self, spec: PrometheusSpec, state_dir: Path, targets_path: Path) -> None:
         self.host = spec.host

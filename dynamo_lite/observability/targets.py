@@ -47,7 +47,7 @@ def worker_targets(namespace: str, record: WorkerRecord) -> list[Target]:
     return targets
 
 
-SCRAPED_COMPONENTS = ("frontend", "planner")
+SCRAPED_COMPONENTS = ("frontend", "planner", "supervisor")
 """Processes of `orchestrator up` (by their name in the state file) that serve /metrics at their URL."""
 
 

@@ -122,7 +122,8 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_CONFIG
-        app = admin_app(spec, lambda: pools, lambda: cluster_status(spec), supervisor.refresh_state, token)
+        app = admin_app(spec, lambda: pools, lambda: cluster_status(spec), supervisor.refresh_state, token,
+                        supervisor.metrics.registry)
         supervisor.admin = AdminServer(spec.admin, app)
 
     async def run() -> None:

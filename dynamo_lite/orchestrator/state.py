@@ -15,6 +15,16 @@ import msgspec
 from dynamo_lite.infra.process import ProcessInfo
 
 
+class PartRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A part `up` keeps running, and its restarts (dynamo_lite.orchestrator.restarts.PartHealth)."""
+
+    part: str  # "nats-server", "etcd", "frontend", "prometheus", "pool decode" ...
+    state: str  # running / restarting / failed
+    restarts: int = 0
+    last_restart: float | None = None  # unix time
+    reason: str = ""  # why it last died: exit code and log tail
+
+
 class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str
     spec_path: str
@@ -26,6 +36,7 @@ class ClusterState(msgspec.Struct, frozen=True, kw_only=True):
     processes: list[ProcessInfo] = []
     nats_token: str | None = None  # the embedded NATS server's token (external servers: see the spec)
     admin_url: str | None = None  # the admin API of `up`, if enabled
+    parts: list[PartRecord] = []  # what `up` restarts when it dies, with its restarts
 
 
 def state_file(state_dir: Path) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 import msgspec
@@ -10,7 +11,12 @@ import msgspec
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
 from dynamo_lite.discovery import ETCD_UNAVAILABLE, EtcdAuthError, etcd_client, refusal
-from dynamo_lite.orchestrator.state import ClusterState, pid_alive, read_state
+from dynamo_lite.orchestrator.state import (
+    ClusterState,
+    PartRecord,
+    pid_alive,
+    read_state,
+)
 from dynamo_lite.protocol import WorkerRecord, workers_prefix
 
 
@@ -63,6 +69,11 @@ async def cluster_status(spec: ClusterSpec, timeout_s: float = 3.0) -> ClusterSt
             if p.name not in ("nats-server", "etcd"):
                 alive = pid_alive(p.pid)
                 checks.append(Check(p.name, p.url or "", alive, f"pid {p.pid}" if alive else f"pid {p.pid} is gone"))
+        for part in state.parts:
+            if part.state != "running":
+                why = part.reason.splitlines()[0] if part.reason else ""
+                checks.append(Check(part.part, "", False, f"{part.state.upper()} after {part.restarts} "
+                                                          f"restart(s): {why}"))  # fmt: skip
     return ClusterStatus(state, checks, workers)
 
 
@@ -121,6 +132,8 @@ def render(spec: ClusterSpec, status: ClusterStatus) -> str:
         lines.append(f"cluster {spec.namespace!r}: no `orchestrator up` running for {spec.resolved_state_dir()}")
     for c in status.checks:
         lines.append(f"  {c.name:<16} {'healthy' if c.healthy else 'UNHEALTHY':<10} {c.url:<28} {c.detail}")
+    if status.state and status.state.parts:
+        lines.extend(_restarts(status.state.parts))
     if status.workers:
         lines.append(f"workers ({len(status.workers)}):")
         lines.append(f"  {'role':<11}{'worker':<26}{'model':<20}{'engine':<28}pool")
@@ -129,3 +142,14 @@ def render(spec: ClusterSpec, status: ClusterStatus) -> str:
     elif any(c.name == "etcd" and c.healthy for c in status.checks):
         lines.append("workers: none registered")
     return "\n".join(lines)
+
+
+def _restarts(parts: list[PartRecord]) -> list[str]:
+    """The parts `up` keeps running, their restarts, and the log tail of any it gave up on."""
+    lines = ["restarts:", f"  {'part':<22}{'state':<12}{'restarts':<10}last restart"]
+    for p in parts:
+        last = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.last_restart)) if p.last_restart else "-"
+        lines.append(f"  {p.part:<22}{p.state:<12}{p.restarts:<10}{last}")
+        if p.state != "running" and p.reason:
+            lines.extend(f"    {line}" for line in p.reason.splitlines())
+    return lines

@@ -11,6 +11,11 @@ external server's credentials come from the variables the spec names. They reach
 the children (and this process's own clients) as environment variables
 (credentials.py), set here before any component starts and removed at shutdown.
 The admin API, when given, starts right after NATS and etcd and stops first.
+
+Once everything is up, a `Reconciler` restarts what dies on its own (reconciler.py):
+NATS and etcd on their ports with their data, the frontend, Prometheus, and workers
+(replaced under new ids). Shutdown stops it before anything else, so nothing the
+operator stops comes back.
 """
 
 from __future__ import annotations
@@ -25,12 +30,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from prometheus_client import CollectorRegistry
+
 from dynamo_lite import credentials
 from dynamo_lite.config import ClusterSpec
 from dynamo_lite.credentials import EtcdCredentials, NatsCredentials
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
+from dynamo_lite.orchestrator.reconciler import (
+    Reconciler,
+    Recoverable,
+    SupervisorMetrics,
+)
+from dynamo_lite.orchestrator.restarts import RestartPolicy
 from dynamo_lite.orchestrator.state import (
     ClusterState,
+    PartRecord,
     ProcessInfo,
     read_state,
     remove_state,
@@ -89,6 +103,9 @@ class Supervisor:
     state_listeners: list[Callable[[ClusterState], None]] = field(default_factory=list)
     """Called with the cluster's state each time it is written (processes started or stopped)."""
     admin: AdminEndpoint | None = None
+    metrics: SupervisorMetrics = field(default_factory=lambda: SupervisorMetrics(CollectorRegistry()))
+    """The supervisor's own metrics (restarts), served on the admin API's /metrics."""
+    reconciler: Reconciler | None = None
     _saved_environ: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
     """Values the credential variables had before `start()`, put back at shutdown."""
 
@@ -139,9 +156,22 @@ class Supervisor:
                 await asyncio.gather(*(self._step(f"starting {c.name}", c.start()) for c in stage))
             finally:
                 self._write_state(endpoints)
+        if self.spec.supervisor.restart:
+            self._start_reconciler()
+
+    def _start_reconciler(self) -> None:
+        s = self.spec.supervisor
+        parts = [p for p in (self.etcd, self.nats, *self.components) if isinstance(p, Recoverable)]
+        policy = RestartPolicy(s.restart_backoff_s, s.restart_backoff_max_s, s.restart_limit, s.restart_window_s)
+        self.reconciler = Reconciler(parts, policy, self.metrics, on_change=self.refresh_state,
+                                     interval_s=s.check_interval_s)
+        self.reconciler.start()
+        self.refresh_state()
 
     async def shutdown(self) -> None:
         """Stop in reverse order; each step is bounded by the component's own timeouts."""
+        if self.reconciler is not None:  # first: what is stopped from here on stays stopped
+            await self._quietly("stopping restarts", self.reconciler.stop())
         if self.admin is not None:
             await self._quietly("stopping admin API", self.admin.stop())
         while self.components:
@@ -199,6 +229,12 @@ class Supervisor:
                                              log=str(server.process.log_path)))
         for component in self.components:
             processes.extend(component.processes())
+        if self.admin is not None and self.admin.url is not None:  # its /metrics: restarts
+            processes.append(ProcessInfo(name="supervisor", pid=os.getpid(), url=self.admin.url))
+        parts = [] if self.reconciler is None else [
+            PartRecord(part=h.part, state=h.state.value, restarts=h.restarts, last_restart=h.last_restart,
+                       reason=h.reason) for h in self.reconciler.health()
+        ]  # fmt: skip
         state = ClusterState(
             namespace=self.spec.namespace,
             spec_path=str(self.spec_path),
@@ -210,6 +246,7 @@ class Supervisor:
             processes=processes,
             nats_token=self.nats.token if self.nats else None,
             admin_url=self.admin.url if self.admin else None,
+            parts=parts,
         )
         write_state(self.state_dir, state)
         for listener in self.state_listeners:

@@ -83,19 +83,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
-    async def run() -> None:
+    async def run() -> int:
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
         worker_id = WorkerId(args.worker_id or f"{pool.name}-{args.replica}-{uuid.uuid4().hex[:6]}")
         agent = await start_agent(lambda: build(args, spec, worker_id))
+        stopped = asyncio.create_task(stop.wait())
+        engine_gone = asyncio.create_task(agent.engine.wait_exit())
         try:
-            await stop.wait()
+            await asyncio.wait([stopped, engine_gone], return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for task in (stopped, engine_gone):
+                task.cancel()
             await agent.stop()
+        if engine_gone.done() and not engine_gone.cancelled():
+            # The agent leaves with its engine, so that whoever runs the worker (`orchestrator up`,
+            # the kubelet) replaces both; its lease is revoked on the way out.
+            log.error("worker %s: its engine died (%s); the worker stops", worker_id, engine_gone.result())
+            return 1
+        return 0
 
-    asyncio.run(run())
-    return 0
+    return asyncio.run(run())
 
 
 async def start_agent(make: Callable[[], WorkerAgent], attempts: int = 3) -> WorkerAgent:

@@ -7,6 +7,7 @@ unique per instance (HTTP port, KV-event ports, NIXL side channel) are picked he
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +56,14 @@ class EngineHandle:
     async def stop(self) -> None:
         if self.process is not None:
             await self.process.stop(grace_s=20.0)
+
+    async def wait_exit(self, poll_s: float = 0.5) -> str:
+        """Return, with the reason, once an engine this handle launched exits; never for an attached one."""
+        while True:
+            reason = self.process.exit_reason() if self.process is not None else None
+            if reason is not None:
+                return reason
+            await asyncio.sleep(poll_s)
 
 
 def attached_engine(url: str, kv_events_port: int, replay_url: str | None = None) -> EngineHandle:

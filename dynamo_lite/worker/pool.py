@@ -4,7 +4,10 @@ This is how `orchestrator up` starts the pools of a spec on one machine. A pool
 is up when each replica's agent has registered in etcd; stopping sends SIGTERM,
 and each agent revokes its lease, drains and stops its engine before exiting.
 `scale_to(n)` is the planner's local scaling connector: it grows or shrinks a
-running pool the same way.
+running pool the same way. A worker that dies on its own is reported by
+`failure()` and replaced, under a new worker id, by `recover()` (the supervisor's
+reconciler calls both); scaling and replacing take turns on one lock, so they do
+not race, and workers retired by a scale-down are never reported as failed.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ class LocalPool:
         self.nats_url = nats_url
         self.etcd_url = etcd_url
         self.name = f"pool {pool.name} ({pool.replicas} x {pool.role.value}, {pool.engine})"
+        self.part = f"pool {pool.name}"
+        self.target = pool.replicas
+        """Replicas the pool should have: the spec's, then the last `scale_to`."""
+        self._lock = asyncio.Lock()
         self.start_timeout_s = 900.0 if pool.engine == "vllm" else 60.0
         self.replicas: dict[str, ManagedProcess] = {}
         """Workers in service or starting, oldest first."""
@@ -58,6 +65,22 @@ class LocalPool:
     async def start(self) -> None:
         await self.scale_to(self.pool.replicas)
 
+    def failure(self) -> str | None:
+        """Why a worker in service died (its exit code and log tail), or None while all of them run."""
+        reasons = [p.exit_reason() for p in self.replicas.values()]
+        dead = [r for r in reasons if r is not None]
+        return "\n".join(dead) if dead else None
+
+    async def recover(self) -> None:
+        """Replace the workers that died with new ones (new ids), back to `target`; raises ProcessFailed
+        if a replacement fails to start."""
+        async with self._lock:
+            for worker_id, process in list(self.replicas.items()):
+                if process.exit_reason() is not None:
+                    del self.replicas[worker_id]
+                    log.warning("%s: worker %s died; replacing it", self.pool.name, worker_id)
+            await self._scale(self.target)
+
     async def stop(self) -> None:
         everything = {**self.replicas, **self.draining}
         await asyncio.gather(*(p.stop(grace_s=self.stop_grace_s) for p in everything.values()))
@@ -67,7 +90,7 @@ class LocalPool:
     async def scale_to(self, n: int) -> None:
         """Grow or shrink the pool to `n` replicas; returns when that is done.
 
-        `size` reflects `n` as soon as this is called. Growing spawns workers and
+        It waits for a replacement in progress to end; then `size` reflects `n` at once. Growing spawns workers and
         waits until they register (a worker that fails to start is removed and
         ProcessFailed raised). Shrinking takes the newest workers out: SIGTERM
         makes each agent revoke its lease (routers drop it at once), hand back
@@ -76,6 +99,11 @@ class LocalPool:
         """
         if n < 0:
             raise ValueError("a pool cannot have fewer than 0 replicas")
+        async with self._lock:
+            self.target = n
+            await self._scale(n)
+
+    async def _scale(self, n: int) -> None:
         if n > self.size:
             new = [self._spawn(self._next_index + i) for i in range(n - self.size)]
             try:

@@ -72,7 +72,7 @@ def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
             empty = [(uid, title, expr) for uid, title, expr in empty if not query(prometheus, expr)]
         assert not empty, "panels whose query returned nothing:\n" + "\n".join(f"{u} / {t}: {e}" for u, t, e in empty)
         targets = json.loads((tmp_path / "state" / "prometheus" / "targets.json").read_text())
-        assert {g["labels"]["component"] for g in targets} == {"frontend", "planner", "engine", "worker"}
+        assert {g["labels"]["component"] for g in targets} == {"frontend", "planner", "supervisor", "engine", "worker"}
         assert len([g for g in targets if g["labels"]["component"] == "engine"]) == 3
     finally:
         up.send_signal(signal.SIGTERM)

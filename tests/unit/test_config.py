@@ -50,7 +50,7 @@ def test_unknown_key_names_path_and_suggests() -> None:
 def test_unknown_top_level_key() -> None:
     assert error_of("namespace: a\nworkers: []\n") == (
         "c.yaml:2: workers: unknown key (allowed: admin, etcd, frontend, kubernetes, models, namespace, nats, observability, "
-        "planner, pools, state_dir)"
+        "planner, pools, state_dir, supervisor)"
     )
 
 

@@ -3,6 +3,7 @@
     GET  /status               processes, health checks and registered workers, as `orchestrator status`
     GET  /pools                each pool `up` runs: name, role, engine, model, current replicas
     POST /pools/{name}/scale   body {"replicas": N}: grow or shrink the pool; answers once done
+    GET  /metrics              the supervisor's own metrics (restarts), for Prometheus; needs no token
 
 It listens on `admin.host:admin.port` (127.0.0.1 and a free port by default). With a
 token, every request must carry `Authorization: Bearer <token>` (compared in constant
@@ -21,6 +22,7 @@ from typing import Protocol
 import msgspec
 import pydantic
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from dynamo_lite.config import AdminSpec, ClusterSpec, PoolSpec
 from dynamo_lite.orchestrator.admin.schema import (
@@ -55,14 +57,18 @@ LOCKS = web.AppKey("locks", dict[str, asyncio.Lock])
 
 def admin_app(spec: ClusterSpec, pools: Callable[[], Sequence[AdminPool]],
               status: Callable[[], Awaitable[ClusterStatus]], on_scaled: Callable[[], None],
-              token: str | None) -> web.Application:
+              token: str | None, registry: CollectorRegistry | None = None) -> web.Application:
     """The admin app. `pools`: the pools running now; `status`: the cluster's status;
-    `on_scaled`: called after each scaling (success or not), e.g. to rewrite the state file."""
+    `on_scaled`: called after each scaling (success or not), e.g. to rewrite the state file;
+    `registry`: the supervisor's metrics, served on /metrics."""
     app = web.Application(middlewares=[_bearer(token)] if token else [])
     app[SPEC], app[POOLS], app[STATUS], app[ON_SCALED], app[LOCKS] = spec, pools, status, on_scaled, {}
     app.router.add_get("/status", _status)
     app.router.add_get("/pools", _pools)
     app.router.add_post("/pools/{name}/scale", _scale)
+    metrics = registry if registry is not None else CollectorRegistry()
+    app.router.add_get("/metrics", lambda _: web.Response(body=generate_latest(metrics),
+                                                          headers={"Content-Type": CONTENT_TYPE_LATEST}))
     return app
 
 
@@ -72,6 +78,8 @@ def _bearer(token: str):
     @web.middleware
     async def require_token(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                             ) -> web.StreamResponse:
+        if request.path == "/metrics":  # counts only, as the frontend's and the engines' /metrics
+            return await handler(request)
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
             return _error(401, "missing or wrong bearer token (Authorization: Bearer <token>)",
