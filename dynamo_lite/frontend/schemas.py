@@ -1,11 +1,8 @@
-"""Request bodies of the OpenAI API, as pydantic models, and how a bad body becomes a 400.
+"""Request bodies of the OpenAI API and vLLM's extensions, as pydantic models, and how a bad body becomes a 400.
 
-Unknown top-level keys are rejected with 400 `Unrecognized request argument
-supplied: <key>`, as OpenAI's API does (and STYLE's extra="forbid"), so a typo
-such as `max_token` never passes silently. Message objects ignore extra keys
-(`refusal`, `annotations` ...), because clients replay assistant messages from
-earlier responses verbatim. Parameters that OpenAI defines but this service does
-not implement (n > 1, logprobs, tools, response_format ...) are 400s that say so.
+The models declare every field that is honoured; policy.py decides the rest (accepted and
+ignored, refused, or with `strict` a 400 `Unrecognized request argument supplied: <key>`).
+Message objects ignore extra keys (messages.py).
 
 The models are also the request schemas of the OpenAPI document (openapi.py), so
 what they accept is what JSON Schema says: types are strict ("5" is no number, 0
@@ -15,8 +12,9 @@ Numbers have the bounds engines need (seed: int64; token ids: 0 <= id < 2^31).
 
 from __future__ import annotations
 
+import functools
 import reprlib
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 import pydantic
@@ -24,6 +22,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.messages import (
+    ChatMessage,
+    ResponseFormat,
+    StructuredOutputs,
+    Tool,
+    ToolChoice,
+    structured_from,
+)
+from dynamo_lite.frontend.policy import REFUSED, FieldCheck, apply_policy
 
 
 def _of_type(kind: type) -> BeforeValidator:
@@ -45,62 +52,106 @@ def _json_number(literal: str) -> int | float:
 
 _JSON = msgspec.json.Decoder(float_hook=_json_number)
 MAX_MESSAGES = 2048  # as OpenAI's API
+MAX_CHOICES = 1024  # prompts x n of one request: each is its own engine request
 FalseOnly = Annotated[Literal[False], _of_type(bool)]
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]  # what engines take (vLLM: a torch.long)
 TokenId = Annotated[int, Field(ge=0, le=2**31 - 1)]  # an index into a vocabulary (the router packs them as uint32)
 TokenIds = Annotated[list[TokenId], Field(min_length=1)]
+TopK = Annotated[int, Field(ge=-1, le=1024)]  # logprobs: -1 is the whole vocabulary in vLLM (the engine caps it)
 
 
 class _Body(BaseModel):
     # strict: "5" is not a number and "yes" not a boolean, as in OpenAI's API
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
 
 class StreamOptions(_Body):
-    include_usage: bool = False
-    continuous_usage_stats: bool = False
-
-
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    type: Literal["text"]
-    text: str
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
-    name: str | None = None
-
-    def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content or ""
+    include_usage: bool | None = False
+    continuous_usage_stats: bool | None = False
 
 
 class _Sampling(_Body):
-    """What chat and completions share: the sampling parameters passed to engines."""
+    """What chat and completions share: vLLM's sampling parameters and its extensions."""
 
     model: str
-    stream: bool = False
+    stream: bool | None = False
     stream_options: StreamOptions | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(gt=0, le=1)] | None = None
     max_tokens: Annotated[int, Field(ge=1)] | None = None
-    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    stop: str | list[str] | None = None
     seed: Int64 | None = None
-    n: Annotated[Literal[1], _of_type(int)] = 1
+    n: Annotated[int, Field(ge=1, le=128)] | None = 1
     presence_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2, le=2)] | None = None
-    user: str | None = None  # accepted for compatibility; not used
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
+    user: str | None = None  # accepted, as in vLLM; not used
+    # --- vLLM's sampling extensions (SamplingParams) ---
+    top_k: Annotated[int, Field(ge=-1)] | None = None
+    min_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[float, Field(gt=0, le=100)] | None = None
+    stop_token_ids: list[TokenId] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: Annotated[int, Field(ge=0)] = 0
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    truncate_prompt_tokens: Annotated[int, Field(ge=-1, le=2**31)] | None = None
+    truncation_side: Literal["left", "right"] | None = None
+    allowed_token_ids: list[TokenId] | None = None
+    bad_words: list[str] | None = None
+    prompt_logprobs: TopK | None = None
+    # --- vLLM's other extensions ---
+    response_format: ResponseFormat | None = None
+    structured_outputs: StructuredOutputs | None = None
+    guided_json: str | dict[str, Any] | None = None  # before vLLM 0.12; constrain as structured_outputs would
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+    guided_whitespace_pattern: str | None = None
+    add_special_tokens: bool | None = None
+    request_id: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    return_token_ids: bool | None = None
+    return_tokens_as_token_ids: bool | None = None
+    cache_salt: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    priority: Annotated[int, Field(ge=0, le=0)] = 0  # engines run FCFS: another priority cannot be honoured
+    vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
+    thinking_token_budget: Annotated[int, Field(ge=-1)] | None = None
+    repetition_detection: dict[str, Any] | None = None
+    # --- refused unless inert (policy.REFUSED says why) ---
+    use_beam_search: FalseOnly = False
+    best_of: Annotated[Literal[1], _of_type(int)] | None = None
+    logprob_token_ids: None = None
+    chat_template: None = None
+    kv_transfer_params: None = None
+    ec_transfer_params: None = None
+    prompt_embeds: None = None
+    suffix: None = None
 
     @property
     def include_usage(self) -> bool:
-        return bool(self.stream_options and self.stream_options.include_usage)
+        return bool(self.stream and self.stream_options and self.stream_options.include_usage)
 
-    def stop_list(self) -> list[str]:
-        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+    @property
+    def continuous_usage(self) -> bool:
+        return bool(self.stream and self.stream_options and self.stream_options.continuous_usage_stats)
+
+    @property
+    def choices(self) -> int:
+        return self.n or 1
+
+    def stop_list(self) -> tuple[str, ...]:
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+
+    def structured(self) -> dict[str, Any] | None:
+        guided = {k: getattr(self, k) for k in ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
+                  if getattr(self, k) is not None}  # fmt: skip
+        if guided and self.guided_whitespace_pattern is not None:
+            guided["guided_whitespace_pattern"] = self.guided_whitespace_pattern
+        if len([k for k in guided if k != "guided_whitespace_pattern"]) > 1:
+            raise ApiError(400, "You can only use one kind of guided decoding ('guided_json', 'guided_regex', "
+                                "'guided_choice' or 'guided_grammar').", param="guided_json", code="invalid_value")
+        return structured_from(self.response_format, self.structured_outputs, guided)
 
 
 class ChatCompletionRequest(_Sampling):
@@ -109,34 +160,72 @@ class ChatCompletionRequest(_Sampling):
     # bounded: the chat template renders on the event loop (250k empty messages, a 4 MB body, took seconds)
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
-    logprobs: FalseOnly | None = None
+    logprobs: bool | None = False
+    top_logprobs: TopK | None = 0
+    tools: Annotated[list[Tool], Field(min_length=1)] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = True
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    include_reasoning: bool = True
+    echo: bool = False
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    documents: list[dict[str, str]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
     def output_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
+    def logprobs_k(self) -> int | None:
+        """The engine's top-k per output token; None: no logprobs."""
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+    def effective_tool_choice(self) -> ToolChoice:
+        """vLLM's default: auto with tools, none without."""
+        if self.tool_choice is not None:
+            return self.tool_choice
+        return "auto" if self.tools else "none"
+
 
 class CompletionRequest(_Sampling):
-    """POST /v1/completions: one prompt, as text or token ids."""
+    """POST /v1/completions: one prompt or a batch, as text or token ids."""
 
     prompt: (
         Annotated[str, Field(min_length=1)]
         | TokenIds
-        | Annotated[list[str], Field(min_length=1, max_length=1)]
-        | Annotated[list[TokenIds], Field(min_length=1, max_length=1)]
+        | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1, max_length=MAX_CHOICES)]
+        | Annotated[list[TokenIds], Field(min_length=1, max_length=MAX_CHOICES)]
     )
-    echo: FalseOnly = False
-    logprobs: None = None
+    max_tokens: Annotated[int, Field(ge=0)] | None = 16  # vLLM's default; 0 with echo: the prompt only
+    echo: bool | None = False
+    logprobs: TopK | None = None
 
     def output_limit(self) -> int | None:
         return self.max_tokens
+
+    def logprobs_k(self) -> int | None:
+        return self.logprobs
+
+    def prompts(self) -> list[str] | list[list[int]]:
+        """The batch: every prompt as text or as token ids."""
+        if isinstance(self.prompt, str):
+            return [self.prompt]
+        if self.prompt and isinstance(self.prompt[0], int):
+            return [self.prompt]  # type: ignore[list-item]
+        return self.prompt  # type: ignore[return-value]
 
 
 OpenAiRequest = ChatCompletionRequest | CompletionRequest
 M = TypeVar("M", bound=BaseModel)
 
 
-def parse_body(raw: bytes, model: type[M]) -> M:
+def parse_body(raw: bytes, model: type[M], strict: bool = False) -> M:
     """Validate a request body; raises ApiError(400) naming the offending parameter."""
+    return parse_request(raw, model, strict)[0]
+
+
+def parse_request(raw: bytes, model: type[M], strict: bool = False) -> tuple[M, FieldCheck]:
+    """The body under the field policy (policy.py), and what the policy dropped."""
     try:
         data = _JSON.decode(raw)
     except (msgspec.DecodeError, RecursionError):  # msgspec nests on the C stack: deep `[[[[...` is a RecursionError
@@ -145,10 +234,16 @@ def parse_body(raw: bytes, model: type[M]) -> M:
                        code="invalid_json") from None  # fmt: skip
     if not isinstance(data, dict):
         raise ApiError(400, f"The request body must be a JSON object, got {type(data).__name__}.", code="invalid_json")
+    check = apply_policy(data, _declared(model), strict)
     try:
-        return model.model_validate(data)
+        return model.model_validate(data), check
     except pydantic.ValidationError as e:
         raise _explain(e) from None
+
+
+@functools.cache
+def _declared(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for f, info in model.model_fields.items() for name in (f, info.alias) if name)
 
 
 def _explain(error: pydantic.ValidationError) -> ApiError:
@@ -160,13 +255,15 @@ def _explain(error: pydantic.ValidationError) -> ApiError:
                         code="unrecognized_argument")
     if first["type"] == "missing":
         return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
-    if first["type"] == "literal_error" and loc and loc[-1] == "n":
-        return ApiError(400, "Only n=1 is supported.", param="n", code="unsupported_parameter")
-    if first["type"] == "literal_error" and loc and loc[-1] in ("logprobs", "echo"):
-        return ApiError(400, f"'{loc[-1]}' is not supported.", param=loc[-1], code="unsupported_parameter")
+    if loc and loc[0] in REFUSED:
+        return ApiError(400, f"'{loc[0]}' is not supported: {REFUSED[loc[0]]}.", param=loc[0],
+                        code="unsupported_parameter")
+    if loc == ["priority"]:
+        return ApiError(400, "Only priority 0 is served: engines schedule first come, first served.",
+                        param="priority", code="unsupported_parameter")
     if loc and loc[0] == "prompt" and len(loc) == 1 and len(error.errors()) > 1:
         return ApiError(400, "Invalid value for 'prompt': expected a non-empty string or list of token ids (token "
-                             "ids must be >= 0 and < 2^31), or a list holding exactly one of those.", param="prompt",
+                             f"ids must be >= 0 and < 2^31), or a list of up to {MAX_CHOICES} of those.", param="prompt",
                         code="invalid_value")
     got = _SHORT.repr(first.get("input"))
     return ApiError(400, f"Invalid value for '{param}': {first['msg']} (got {got}).", param=param,

@@ -1,8 +1,9 @@
-"""OpenAI response shapes: full JSON answers, stream chunks and their SSE framing.
+"""OpenAI response envelopes: whole JSON answers, stream chunks and their SSE framing.
 
-One `Shape` per endpoint (chat, completions) knows its object names and where
-the text goes (`message` / `delta.content` or `text`). SSE framing is
-`data: <json>\\n\\n` per event and a final `data: [DONE]\\n\\n`.
+One `Shape` per response knows its object names; the choices inside come from choice.py.
+A stream chunk's frame (`data: {"id": ..., "object": ..., "created": ..., "model": ...,
+"choices": [` ... `]}`) is encoded once per response; each chunk encodes only its choice.
+SSE framing is `data: <json>\\n\\n` per event and a final `data: [DONE]\\n\\n`.
 """
 
 from __future__ import annotations
@@ -13,82 +14,58 @@ from typing import Any
 import msgspec
 
 DONE = b"data: [DONE]\n\n"
+_encode = msgspec.json.encode
 
 
 def sse(event: dict[str, Any]) -> bytes:
     """One server-sent event carrying a JSON object."""
-    return b"data: " + msgspec.json.encode(event) + b"\n\n"
+    return b"data: " + _encode(event) + b"\n\n"
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
-    }
-
-
-@dataclass
-class ChatShape:
-    id: str
-    model: str
-    created: int
-    include_usage: bool = False
-    _role_sent: bool = field(default=False, repr=False)
-
-    def full(self, text: str, finish_reason: str | None, usage: dict[str, Any]) -> dict[str, Any]:
-        message = {"role": "assistant", "content": text, "refusal": None}
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
-        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [choice], "usage": usage}  # fmt: skip
-
-    def chunks(self, text: str, finish_reason: str | None) -> list[dict[str, Any]]:
-        """The first call also emits the assistant-role chunk, as OpenAI does."""
-        out = []
-        if not self._role_sent:
-            self._role_sent = True
-            out.append(self._chunk({"role": "assistant", "content": ""}, None))
-        if text or finish_reason is not None:
-            out.append(self._chunk({"content": text} if text else {}, finish_reason))
-        return out
-
-    def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [], "usage": usage}  # fmt: skip
-
-    def _chunk(self, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
-        chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
-        if self.include_usage:
-            chunk["usage"] = None
-        return chunk
+def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+    if cached_tokens is not None:
+        body["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return body
 
 
 @dataclass
-class CompletionShape:
+class Shape:
+    """The envelope of one response: chat (`chat.completion`) or completions (`text_completion`)."""
+
     id: str
     model: str
     created: int
-    include_usage: bool = False
+    chat: bool
+    include_usage: bool = False  # stream_options.include_usage: `usage: null` in chunks, a usage chunk last
+    _head: bytes = field(init=False, repr=False)
 
-    def full(self, text: str, finish_reason: str | None, usage: dict[str, Any]) -> dict[str, Any]:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-        return {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                "choices": [choice], "usage": usage}  # fmt: skip
+    def __post_init__(self) -> None:
+        obj = "chat.completion.chunk" if self.chat else "text_completion"
+        head = _encode({"id": self.id, "object": obj, "created": self.created, "model": self.model})
+        self._head = b"data: " + head[:-1] + b',"choices":['
 
-    def chunks(self, text: str, finish_reason: str | None) -> list[dict[str, Any]]:
-        if not text and finish_reason is None:
-            return []
-        chunk = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]}
-        if self.include_usage:
-            chunk["usage"] = None
-        return [chunk]
+    def frame(self, choice: dict[str, Any], usage: dict[str, Any] | None = None) -> bytes:
+        """One chunk event holding `choice` (with continuous usage stats, `usage`)."""
+        if usage is not None:
+            tail = b'],"usage":' + _encode(usage) + b"}\n\n"
+        else:
+            tail = b'],"usage":null}\n\n' if self.include_usage else b"]}\n\n"
+        return self._head + _encode(choice) + tail
 
-    def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
-        return {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                "choices": [], "usage": usage}  # fmt: skip
+    def usage_chunk(self, usage: dict[str, Any]) -> bytes:
+        return self._head + b'],"usage":' + _encode(usage) + b"}\n\n"
 
+    def role_chunk(self, index: int) -> bytes:
+        """Chat streams open each choice with the assistant role, as OpenAI does."""
+        return self.frame({"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                           "finish_reason": None})  # fmt: skip
 
-Shape = ChatShape | CompletionShape
+    def full(self, choices: list[dict[str, Any]], usage: dict[str, Any],
+             extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+        body = {"id": self.id, "object": "chat.completion" if self.chat else "text_completion",
+                "created": self.created, "model": self.model, "choices": choices, "usage": usage}  # fmt: skip
+        if extra:
+            body.update(extra)
+        return body

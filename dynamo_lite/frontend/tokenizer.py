@@ -1,16 +1,37 @@
 """The model's tokenizer and chat template, loaded once per served model (local files only).
 
 The frontend tokenizes every request exactly once; workers receive token ids.
-Output text is the engine's own detokenization (see `upstream.py`), so this class
-only encodes.
+Output text is the engine's own detokenization (see `upstream.py`); this class
+decodes only for /detokenize, echo of token-id prompts and logprob tokens (one
+string per token id, cached).
+
+Tools, assistant tool calls and tool results are rendered by the chat template when
+it knows them (it mentions `tools` / `tool_calls`); a template that does not (SmolLM2's,
+the tiny test model's) would drop them silently, so they are written into the messages
+in the model's tool-call format instead (tools/render.py).
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dynamo_lite.frontend.schemas import ChatMessage
+from dynamo_lite.frontend.messages import ChatMessage, Tool
+from dynamo_lite.frontend.tools.render import render_into_messages
+
+
+@dataclass(frozen=True)
+class ChatInput:
+    """What the chat template is given besides the messages."""
+
+    tools: list[Tool] | None = None
+    tool_format: str = "hermes"  # how calls are written when the template does not render them
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    documents: list[dict[str, str]] | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)  # chat_template_kwargs, reasoning_effort
 
 
 class ModelTokenizer:
@@ -19,22 +40,57 @@ class ModelTokenizer:
 
         self.model_dir = model_dir
         self._tok: Any = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
-        if not getattr(self._tok, "chat_template", None):
+        template = getattr(self._tok, "chat_template", None)
+        if not template:
             raise ValueError(f"{model_dir}: the tokenizer has no chat template; /v1/chat/completions needs one")
+        source = template if isinstance(template, str) else " ".join(map(str, dict(template).values()))
+        self.renders_tools = "tools" in source
+        self.renders_tool_calls = "tool_calls" in source
+        self.eos_token_id: int | None = self._tok.eos_token_id
+        self.vocab_size = len(self._tok)
 
-    def encode_chat(self, messages: list[ChatMessage]) -> list[int]:
+    def render_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> str:
+        """The chat template's text for `messages` (with the generation prompt unless told otherwise)."""
+        dicts = [m.template_dict() for m in messages]
+        tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
+        if (tools and not self.renders_tools) or (not self.renders_tool_calls and _has_tool_turns(dicts)):
+            dicts = render_into_messages(dicts, tools if not self.renders_tools else None, chat.tool_format)
+            if not self.renders_tools:
+                tools = None
+        extra: dict[str, Any] = dict(chat.kwargs)
+        if tools:
+            extra["tools"] = tools
+        if chat.documents:
+            extra["documents"] = chat.documents
+        return self._tok.apply_chat_template(dicts, tokenize=False, add_generation_prompt=chat.add_generation_prompt,
+                                             continue_final_message=chat.continue_final_message, **extra)
+
+    def encode_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> list[int]:
         """The chat template with the generation prompt, tokenized (the template adds any BOS itself)."""
-        text = self._tok.apply_chat_template(
-            [{"role": m.role, "content": m.text()} for m in messages], tokenize=False, add_generation_prompt=True
-        )
-        return list(self._tok.encode(text, add_special_tokens=False))
+        return list(self._tok.encode(self.render_chat(messages, chat), add_special_tokens=False))
 
-    def encode_prompt(self, prompt: str) -> list[int]:
-        return list(self._tok.encode(prompt, add_special_tokens=True))
+    def encode_prompt(self, prompt: str, add_special_tokens: bool = True) -> list[int]:
+        return list(self._tok.encode(prompt, add_special_tokens=add_special_tokens))
 
     def encode_text(self, text: str) -> list[int]:
         """Plain text, no special tokens (for engine text that came without token ids)."""
         return list(self._tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=skip_special_tokens))
+
+    def token_strs(self, ids: list[int]) -> list[str]:
+        """Each id's token as the tokenizer writes it (`Ġthe`), as vLLM's /tokenize returns them."""
+        return [str(t) for t in self._tok.convert_ids_to_tokens(ids)]
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 - one tokenizer per served model, for its lifetime
+    def token_text(self, token_id: int) -> str:
+        """One token's text, as vLLM's logprobs show it."""
+        return str(self._tok.decode([token_id]))
+
+
+def _has_tool_turns(messages: list[dict[str, Any]]) -> bool:
+    return any(m.get("tool_calls") or m["role"] == "tool" for m in messages)
 
 
 def load_tokenizer(model_path: str, cache_dir: Path) -> ModelTokenizer:

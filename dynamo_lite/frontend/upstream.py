@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from dynamo_lite.frontend.request import Piece, Sampling
+from dynamo_lite.frontend.request import Piece, Sampling, TokenLogprob
 from dynamo_lite.protocol import KvTransferParams, RequestId, WorkerRecord
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class EngineClient:
                 if resp.status != 200:
                     await _raise_for(resp)
                 try:
-                    async for piece in _pieces(resp, usage):
+                    async for piece in _pieces(resp, usage, len(prompt) if sampling.echo else 0):
                         finished = finished or piece.finish_reason is not None
                         yield piece
                 finally:
@@ -116,7 +116,8 @@ async def _raise_for(resp: aiohttp.ClientResponse) -> None:
     raise WorkerFailed(f"engine answered {resp.status}: {message}")
 
 
-async def _pieces(resp: aiohttp.ClientResponse, usage: StreamUsage) -> AsyncIterator[Piece]:
+async def _pieces(resp: aiohttp.ClientResponse, usage: StreamUsage, echoed: int = 0) -> AsyncIterator[Piece]:
+    """The engine's chunks as pieces; with `echoed` prompt tokens, the first chunk's leading logprobs are theirs."""
     async for line in resp.content:
         if not line.startswith(b"data:"):
             continue
@@ -134,10 +135,37 @@ async def _pieces(resp: aiohttp.ClientResponse, usage: StreamUsage) -> AsyncIter
             usage.cached_tokens = (u.get("prompt_tokens_details") or {}).get("cached_tokens")
         for choice in chunk.get("choices") or ():
             reason = choice.get("finish_reason")
+            logprobs = prompt_logprobs = None
+            if choice.get("logprobs"):
+                logprobs = token_logprobs(choice["logprobs"])
+                if echoed:
+                    prompt_logprobs, logprobs = logprobs[:echoed], logprobs[echoed:]
+                    echoed = 0
             if reason == "abort":
                 # The frontend aborts only by closing the connection, so this is the engine giving
                 # up on its own (a worker shutting down aborts what it runs): like a dead worker.
                 if choice.get("text") or choice.get("token_ids"):
-                    yield Piece(choice.get("text") or "", choice.get("token_ids"), None)
+                    yield Piece(choice.get("text") or "", choice.get("token_ids"), None, logprobs, prompt_logprobs)
                 raise WorkerFailed("engine aborted the request (shutting down?)")
-            yield Piece(choice.get("text") or "", choice.get("token_ids"), reason)
+            yield Piece(choice.get("text") or "", choice.get("token_ids"), reason, logprobs, prompt_logprobs,
+                        choice.get("stop_reason"))
+
+
+def token_logprobs(body: dict[str, Any]) -> list[TokenLogprob | None]:
+    """Completions-style logprobs whose tokens are `token_id:N` (return_tokens_as_token_ids) as typed entries."""
+    out: list[TokenLogprob | None] = []
+    for token, logprob, top in zip(body.get("tokens") or (), body.get("token_logprobs") or (),
+                                   body.get("top_logprobs") or (), strict=False):  # fmt: skip
+        if logprob is None:
+            out.append(None)  # the first prompt token has none
+            continue
+        alternatives = sorted(((_token_id(t), lp) for t, lp in (top or {}).items()), key=lambda a: -a[1])
+        out.append(TokenLogprob(_token_id(token), logprob, tuple(alternatives)))
+    return out
+
+
+def _token_id(token: str) -> int:
+    try:
+        return int(token.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        raise WorkerFailed(f"engine returned logprob token {token[:40]!r}, not token_id:N") from None

@@ -28,7 +28,9 @@ from dynamo_lite.frontend.schemas import (
     CompletionRequest,
     parse_body,
 )
-from dynamo_lite.frontend.sse import ChatShape, CompletionShape, usage_body
+from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
+from dynamo_lite.frontend.request import Outcome, Piece
+from dynamo_lite.frontend.sse import Shape, usage_body
 from tests.unit.frontend.conftest import Harness
 
 MODELS = ["m", "agg"]
@@ -57,7 +59,8 @@ def test_paths_methods_and_statuses() -> None:
     assert DOC["openapi"].startswith("3.1")
     methods = {path: set(item) for path, item in DOC["paths"].items()}
     assert methods == {"/v1/chat/completions": {"post"}, "/v1/completions": {"post"}, "/v1/models": {"get"},
-                       "/health": {"get"}}  # fmt: skip
+                       "/v1/models/{model_id}": {"get"}, "/tokenize": {"post"}, "/detokenize": {"post"},
+                       "/version": {"get"}, "/health": {"get"}}  # fmt: skip
     for path in GENERATE:
         op = DOC["paths"][path]["post"]
         assert op["requestBody"]["required"] and set(op["requestBody"]["content"]) == {"application/json"}
@@ -79,7 +82,7 @@ def test_every_reference_resolves() -> None:
 
 def test_request_schemas_are_closed_and_name_the_served_models() -> None:
     schemas = DOC["components"]["schemas"]
-    for name in ("ChatCompletionRequest", "CompletionRequest", "StreamOptions"):
+    for name in ("StreamOptions", "TokenizeRequest", "StructuredOutputs"):  # open: the top-level bodies (policy.py)
         assert schemas[name]["additionalProperties"] is False
     for name in ("ChatCompletionRequest", "CompletionRequest"):
         assert schemas[name]["properties"]["model"]["enum"] == MODELS
@@ -100,7 +103,8 @@ def test_schemathesis_loads_it() -> None:
     schema = schemathesis.openapi.from_dict(DOC)
     schema.validate()  # against the OpenAPI 3.1 meta-schema
     labels = [result.ok().label for result in schema.get_all_operations()]
-    assert labels == ["POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models", "GET /health"]
+    assert labels == ["POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models",
+                      "GET /v1/models/{model_id}", "POST /tokenize", "POST /detokenize", "GET /version", "GET /health"]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +113,9 @@ def test_schemathesis_loads_it() -> None:
      ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}],
                                                             "refusal": None}], "n": 1, "logprobs": False}, True),
      ("/v1/chat/completions", {"model": "m", "messages": []}, False),
-     ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "max_token": 5}, False),
+     ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "max_token": 5}, True),  # vLLM's policy
+     ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "n": 3, "logprobs": True,
+                               "top_logprobs": 2, "tools": [{"type": "function", "function": {"name": "f"}}]}, True),
      ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "n": True}, False),
      ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "logprobs": 0}, False),
      ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "seed": 2**63}, False),
@@ -162,21 +168,39 @@ def test_generated_bodies_are_judged_alike(path: str, mode: schemathesis.Generat
     check()
 
 
+def _events(frames: list[bytes]) -> list[dict]:
+    return [json.loads(f.removeprefix(b"data: ")) for f in frames]
+
+
 def test_responses_match_their_schemas() -> None:
     usage = usage_body(5, 2, 1)
-    chat = ChatShape("chatcmpl-1", "m", 1, include_usage=True)
-    ChatCompletion.model_validate(chat.full("hi", "stop", usage))
-    for chunk in [*chat.chunks("a", None), *chat.chunks("", "length"), chat.usage_chunk(usage)]:
+    outcome = Outcome(2, 1, "stop", (), 0)
+    chat = Shape("chatcmpl-1", "m", 1, chat=True, include_usage=True)
+    choice = ChatChoice(0, ChatOptions(top_logprobs=None), str)
+    frames = [chat.role_chunk(0), chat.frame(choice.delta(Piece("a", [1], None))), chat.frame(choice.last(outcome)),
+              chat.usage_chunk(usage), chat.frame({"index": 0, "delta": {}, "logprobs": None, "finish_reason": None},
+                                                  usage_body(5, 1))]  # fmt: skip
+    ChatCompletion.model_validate(chat.full([ChatChoice(0, ChatOptions(), str).message(outcome)], usage))
+    for chunk in _events(frames):
         ChatCompletionChunk.model_validate(chunk)
         assert validator("ChatCompletionChunk").is_valid(chunk)
-    completion = CompletionShape("cmpl-1", "m", 1)
-    Completion.model_validate(completion.full("hi", "length", usage))
-    for chunk in [*completion.chunks("a", "stop"), completion.usage_chunk(usage)]:
+    completion = Shape("cmpl-1", "m", 1, chat=False)
+    choice2 = CompletionChoice(0, None, [], None, False)
+    Completion.model_validate(completion.full([choice2.whole(outcome)], usage))
+    for chunk in _events([completion.frame(choice2.delta(Piece("a", [1], "stop"))), completion.usage_chunk(usage)]):
         CompletionChunk.model_validate(chunk)
         assert validator("CompletionChunk").is_valid(chunk)
     assert validator("ErrorResponse").is_valid(error_body(400, "bad", "x", "invalid_value"))
     assert validator("ErrorResponse").is_valid(error_body(503, "none"))
     ErrorResponse.model_validate(error_body(413, "big"))
+
+
+def test_strict_mode_refuses_unknown_keys_in_the_document_too() -> None:
+    strict = build_document(MODELS, strict=True)["components"]["schemas"]
+    assert strict["ChatCompletionRequest"]["additionalProperties"] is False
+    assert "additionalProperties" not in DOC["components"]["schemas"]["ChatCompletionRequest"]
+    with pytest.raises(ApiError, match="Unrecognized request argument supplied: max_token"):
+        parse_body(b'{"model": "m", "prompt": "x", "max_token": 5}', CompletionRequest, strict=True)
 
 
 async def test_served_at_openapi_json(harness: Callable[..., Awaitable[Harness]]) -> None:

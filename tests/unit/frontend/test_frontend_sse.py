@@ -1,10 +1,18 @@
-"""SSE framing and chunk shapes."""
+"""SSE framing, the once-per-response chunk frame, and choices built from pieces."""
 
 from __future__ import annotations
 
 import json
 
-from dynamo_lite.frontend.sse import DONE, ChatShape, CompletionShape, sse, usage_body
+from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
+from dynamo_lite.frontend.logprobs import CompletionLogprobs
+from dynamo_lite.frontend.request import Outcome, Piece, TokenLogprob
+from dynamo_lite.frontend.sse import DONE, Shape, sse, usage_body
+
+
+def event(frame: bytes) -> dict:
+    assert frame.startswith(b"data: ") and frame.endswith(b"\n\n")
+    return json.loads(frame[6:])
 
 
 def test_sse_frame() -> None:
@@ -13,23 +21,54 @@ def test_sse_frame() -> None:
 
 
 def test_chat_chunks() -> None:
-    shape = ChatShape("chatcmpl-1", "m", 123, include_usage=True)
-    first = shape.chunks("Hi", None)
-    assert [c["choices"][0]["delta"] for c in first] == [{"role": "assistant", "content": ""}, {"content": "Hi"}]
-    assert all(c["usage"] is None and c["object"] == "chat.completion.chunk" for c in first)
-    last = shape.chunks("", "stop")
-    assert len(last) == 1 and last[0]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None,
-                                                        "finish_reason": "stop"}
-    assert shape.chunks("", None) == []
-    use = shape.usage_chunk(usage_body(5, 2, 3))
+    shape = Shape("chatcmpl-1", "m", 123, chat=True, include_usage=True)
+    assert event(shape.role_chunk(1))["choices"][0] == {"index": 1, "delta": {"role": "assistant", "content": ""},
+                                                        "logprobs": None, "finish_reason": None}
+    choice = ChatChoice(0, ChatOptions(), str)
+    hi = event(shape.frame(choice.delta(Piece("Hi", [5], None))))
+    assert hi["object"] == "chat.completion.chunk" and hi["usage"] is None and hi["choices"][0]["delta"] == {
+        "content": "Hi"}
+    assert choice.delta(Piece("", [], None)) is None
+    last = event(shape.frame(choice.last(Outcome(1, 0, "stop", (), 0))))["choices"][0]
+    assert last["delta"] == {} and last["finish_reason"] == "stop"
+    use = event(shape.usage_chunk(usage_body(5, 2, 3)))
     assert use["choices"] == [] and use["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7,
                                                       "prompt_tokens_details": {"cached_tokens": 3}}
+    continuous = event(shape.frame({"index": 0}, usage_body(5, 1)))
+    assert continuous["usage"] == {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
 
 
 def test_completion_chunks_and_full() -> None:
-    shape = CompletionShape("cmpl-1", "m", 123)
-    (chunk,) = shape.chunks(" x", None)
+    shape = Shape("cmpl-1", "m", 123, chat=False)
+    choice = CompletionChoice(0, None, [], None, False)
+    chunk = event(shape.frame(choice.delta(Piece(" x", [1], None))))
     assert "usage" not in chunk and chunk["choices"][0]["text"] == " x"
-    full = shape.full("abc", "length", usage_body(1, 3, 0))
-    assert full["object"] == "text_completion" and full["choices"][0]["finish_reason"] == "length"
-    json.dumps(full)
+    choice.delta(Piece("y", [2], "length"))
+    full = shape.full([choice.whole(Outcome(2, 0, "length", (), 0))], usage_body(1, 2, 0))
+    assert full["object"] == "text_completion" and full["choices"][0]["text"] == " xy"
+    assert full["choices"][0]["finish_reason"] == "length"
+
+
+def test_echo_and_logprobs_of_a_completion() -> None:
+    texts = {1: "a", 2: "bb", 3: "c", 9: "z"}
+    lp = CompletionLogprobs(1, texts.__getitem__)
+    choice = CompletionChoice(0, "abb", [1, 2], lp, False)
+    prompt = [None, TokenLogprob(2, -0.5, ((9, -0.1), (2, -0.5)))]
+    first = choice.delta(Piece("c", [3], None, [TokenLogprob(3, -0.2, ((3, -0.2), (9, -2.0)))], prompt))
+    assert first["text"] == "abbc"
+    assert first["logprobs"] == {"text_offset": [0, 1, 3], "token_logprobs": [None, -0.5, -0.2],
+                                 "tokens": ["a", "bb", "c"], "top_logprobs": [None, {"bb": -0.5, "z": -0.1},
+                                                                              {"c": -0.2}]}  # fmt: skip
+    second = choice.delta(Piece("z", [9], "length", [TokenLogprob(9, -1.0, ((3, -0.3),))]))
+    assert second["logprobs"]["text_offset"] == [4]  # carried on from the first chunk
+    whole = choice.whole(Outcome(2, 0, "length", (), 0))
+    assert whole["text"] == "abbcz" and whole["logprobs"]["tokens"] == ["a", "bb", "c", "z"]
+
+
+def test_chat_logprobs_content() -> None:
+    choice = ChatChoice(0, ChatOptions(top_logprobs=1), {4: "é", 5: "x"}.__getitem__)
+    delta = choice.delta(Piece("é", [4], None, [TokenLogprob(4, -0.1, ((4, -0.1), (5, -3.0)))]))
+    assert delta["logprobs"] == {"content": [{"token": "é", "logprob": -0.1, "bytes": [195, 169],
+                                              "top_logprobs": [{"token": "é", "logprob": -0.1, "bytes": [195, 169]}]}]}
+    message = choice.message(Outcome(1, 0, "stop", (), 0))
+    assert message["logprobs"]["content"][0]["token"] == "é" and message["message"]["content"] == "é"

@@ -1,0 +1,228 @@
+"""One choice of a response, built from its pieces: the same code streams deltas and assembles
+the whole answer, so both agree.
+
+A chat choice runs the output through the model's reasoning parser (if configured), then by
+tool_choice: `auto` through the tool-call parser, a named tool as the arguments of that call
+(the engine held to its parameters' schema), `required` as a JSON list of calls (the engine
+held to that list's schema), `none` as content. A completion choice adds echo and logprobs.
+Parsers and state are made once per choice; each piece is handled once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dynamo_lite.frontend.logprobs import CompletionLogprobs, chat_content
+from dynamo_lite.frontend.request import Outcome, Piece
+from dynamo_lite.frontend.tools import ParsedCall, ToolParser, new_reasoning_parser, new_tool_parser
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """What a chat request asks of each choice's output (handlers.py derives it from the body)."""
+
+    tool_mode: str = "none"  # none | auto | named | required
+    tool_name: str | None = None  # named
+    tool_parser: str | None = None  # the model's format, for auto
+    reasoning_parser: str | None = None
+    include_reasoning: bool = True
+    parallel_tool_calls: bool = True
+    top_logprobs: int | None = None  # None: no logprobs
+    echo: str = ""  # chat echo: the last message's content when its role is the assistant's
+    return_token_ids: bool = False
+
+
+def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
+    return {"index": index, "id": f"chatcmpl-tool-{uuid.uuid4().hex}", "type": "function",
+            "function": {"name": name, "arguments": arguments}}  # fmt: skip
+
+
+class ChatChoice:
+    def __init__(self, index: int, opts: ChatOptions, token_text: Callable[[int], str]) -> None:
+        self.index = index
+        self.opts = opts
+        self.token_text = token_text
+        self.reasoner = new_reasoning_parser(opts.reasoning_parser) if opts.reasoning_parser else None
+        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser) \
+            if opts.tool_mode == "auto" and opts.tool_parser else None
+        self.content: list[str] = []
+        self._echo = opts.echo
+        self.reasoning: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self.logprobs: list[dict[str, Any]] = []
+        self.token_ids: list[int] = []
+        self._raw: list[str] = []  # named / required: the JSON the engine was held to
+        self._named_open = False
+
+    def delta(self, piece: Piece) -> dict[str, Any] | None:
+        """The stream choice for `piece` (None: nothing to send yet)."""
+        reasoning, content = self.reasoner.feed(piece.text) if self.reasoner else ("", piece.text)
+        if self._echo:  # the continued assistant message comes first, as part of the answer
+            content, self._echo = self._echo + content, ""
+        return self._emit(reasoning, content, piece, None)
+
+    def last(self, outcome: Outcome) -> dict[str, Any]:
+        """The final stream choice: what the parsers held back, and the finish reason."""
+        reasoning, content = self.reasoner.finish() if self.reasoner else ("", "")
+        choice = self._emit(reasoning, content, None, outcome, final=True)
+        assert choice is not None
+        return choice
+
+    def message(self, outcome: Outcome) -> dict[str, Any]:
+        """The whole choice of a non-streamed answer (after every piece went through `delta`)."""
+        self.last(outcome)
+        text = "".join(self.content)
+        message: dict[str, Any] = {"role": "assistant", "content": text if text or not self.calls else None,
+                                   "refusal": None}  # fmt: skip
+        if self.calls:
+            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in self.calls]
+        if self.reasoner is not None and self.opts.include_reasoning:
+            reasoning = "".join(self.reasoning) or None
+            message["reasoning"] = message["reasoning_content"] = reasoning
+        choice = {"index": self.index, "message": message,
+                  "logprobs": {"content": self.logprobs} if self.opts.top_logprobs is not None else None,
+                  "finish_reason": self._finish_reason(outcome), "stop_reason": outcome.stop_reason}  # fmt: skip
+        if self.opts.return_token_ids:
+            choice["token_ids"] = self.token_ids
+        return choice
+
+    # --- internals -----------------------------------------------------------------------
+    def _emit(self, reasoning: str, content: str, piece: Piece | None, outcome: Outcome | None,
+              final: bool = False) -> dict[str, Any] | None:  # fmt: skip
+        delta: dict[str, Any] = {}
+        calls = self._route(content, delta, final)
+        if reasoning and self.opts.include_reasoning and self.reasoner is not None:
+            self.reasoning.append(reasoning)
+            delta["reasoning"] = delta["reasoning_content"] = reasoning
+        if calls:
+            delta["tool_calls"] = calls
+        logprobs = None
+        if piece is not None:
+            self.token_ids.extend(piece.token_ids or ())
+            if self.opts.top_logprobs is not None and piece.logprobs:
+                entries = chat_content(piece.logprobs, self.opts.top_logprobs, self.token_text)
+                self.logprobs.extend(entries)
+                logprobs = {"content": entries}
+        if not delta and logprobs is None and outcome is None:
+            return None
+        choice: dict[str, Any] = {"index": self.index, "delta": delta, "logprobs": logprobs,
+                                  "finish_reason": self._finish_reason(outcome) if outcome else None}  # fmt: skip
+        if outcome is not None:
+            choice["stop_reason"] = outcome.stop_reason
+        if self.opts.return_token_ids and piece is not None:
+            choice["token_ids"] = piece.token_ids
+        return choice
+
+    def _route(self, content: str, delta: dict[str, Any], final: bool) -> list[dict[str, Any]]:
+        """Content to `delta["content"]`, tool calls returned as deltas."""
+        mode = self.opts.tool_mode
+        out: list[dict[str, Any]] = []
+        if mode == "named":
+            if content:
+                self._raw.append(content)
+                if not self._named_open:
+                    self._named_open = True
+                    self.calls.append(_tool_call(0, self.opts.tool_name or "", ""))
+                    out.append(dict(self.calls[0], function={"name": self.opts.tool_name, "arguments": content}))
+                else:
+                    out.append({"index": 0, "function": {"arguments": content}})
+                self.calls[0]["function"]["arguments"] += content
+            return out
+        if mode == "required":
+            self._raw.append(content)
+            if final:
+                out = [self._add_call(c) for c in _required_calls("".join(self._raw))]
+                if not out:  # not the JSON it was held to (an engine without structured output): content
+                    self._content("".join(self._raw), delta)
+            return out
+        if self.parser is None:
+            self._content(content, delta)
+            return out
+        parsed = self.parser.feed(content) if content else None
+        if final:
+            parsed = self.parser.finish() if parsed is None else parsed.add(self.parser.finish())
+        if parsed is not None:
+            self._content(parsed.content, delta)
+            out = [self._add_call(c) for c in parsed.calls
+                   if self.opts.parallel_tool_calls or not self.calls]  # fmt: skip
+        return out
+
+    def _content(self, text: str, delta: dict[str, Any]) -> None:
+        if text:
+            self.content.append(text)
+            delta["content"] = delta.get("content", "") + text
+
+    def _add_call(self, call: ParsedCall) -> dict[str, Any]:
+        entry = _tool_call(len(self.calls), call.name, call.arguments)
+        self.calls.append(entry)
+        return entry
+
+    def _finish_reason(self, outcome: Outcome) -> str | None:
+        if self.calls and self.opts.tool_mode in ("auto", "required") and outcome.finish_reason == "stop":
+            return "tool_calls"
+        return outcome.finish_reason
+
+
+def _required_calls(text: str) -> list[ParsedCall]:
+    """tool_choice required: the output is `[{"name": ..., "parameters": {...}}, ...]` (vLLM's schema)."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(items, list):
+        return []
+    return [ParsedCall(i["name"], json.dumps(i.get("parameters", {}), ensure_ascii=False)) for i in items
+            if isinstance(i, dict) and isinstance(i.get("name"), str)]  # fmt: skip
+
+
+class CompletionChoice:
+    def __init__(self, index: int, echo: str | None, prompt_ids: list[int], logprobs: CompletionLogprobs | None,
+                 return_token_ids: bool) -> None:  # fmt: skip
+        self.index = index
+        self.echo = echo  # the prompt's text, once, before the first output
+        self.prompt_ids = prompt_ids
+        self.lp = logprobs
+        self.return_token_ids = return_token_ids
+        self.text: list[str] = []
+        self.logprobs: dict[str, list[Any]] | None = None if logprobs is None else {
+            "text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+        self.token_ids: list[int] = []
+        self.prompt_entries: list[Any] | None = None
+
+    def delta(self, piece: Piece, drop_output: bool = False) -> dict[str, Any] | None:
+        text = "" if drop_output else piece.text
+        ids = [] if drop_output else list(piece.token_ids or ())
+        entries = [] if drop_output else list(piece.logprobs or ())
+        if piece.prompt_logprobs is not None:
+            self.prompt_entries = piece.prompt_logprobs
+        if self.echo is not None:
+            text = self.echo + text
+            if piece.prompt_logprobs is not None and self.lp is not None:
+                entries = [*piece.prompt_logprobs, *entries]
+                ids = [*self.prompt_ids, *ids]
+            self.echo = None
+        logprobs = None
+        if self.lp is not None and entries:
+            logprobs = self.lp.body(entries, ids)
+            for key, values in logprobs.items():
+                self.logprobs[key].extend(values)  # type: ignore[index]
+        self.token_ids.extend(piece.token_ids or ())
+        if not text and logprobs is None and piece.finish_reason is None:
+            return None
+        self.text.append(text)
+        choice = {"index": self.index, "text": text, "logprobs": logprobs, "finish_reason": piece.finish_reason,
+                  "stop_reason": piece.stop_reason}  # fmt: skip
+        if self.return_token_ids:
+            choice["token_ids"] = piece.token_ids
+        return choice
+
+    def whole(self, outcome: Outcome) -> dict[str, Any]:
+        choice = {"index": self.index, "text": "".join(self.text), "logprobs": self.logprobs,
+                  "finish_reason": outcome.finish_reason, "stop_reason": outcome.stop_reason}  # fmt: skip
+        if self.return_token_ids:
+            choice["token_ids"] = self.token_ids
+        return choice

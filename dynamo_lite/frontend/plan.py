@@ -1,0 +1,140 @@
+"""From a validated body to the engine requests of its choices: sampling as vLLM builds it,
+tool_choice as structured output, request ids, and the output builders (choice.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dynamo_lite.config import ModelSpec
+from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
+from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.logprobs import CompletionLogprobs
+from dynamo_lite.frontend.messages import NamedToolChoice
+from dynamo_lite.frontend.request import GenerationRequest, RequestFailed, Sampling, max_tokens_for
+from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
+from dynamo_lite.frontend.tokenizer import ModelTokenizer
+from dynamo_lite.protocol import RequestId
+
+
+def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs_k: int | None,
+                echo: bool) -> Sampling:  # fmt: skip
+    """vLLM's SamplingParams fields of the body, by their request names."""
+    return Sampling(
+        temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, seed=body.seed,
+        stop=body.stop_list(), stop_token_ids=tuple(body.stop_token_ids or ()),
+        include_stop_str_in_output=body.include_stop_str_in_output or None, ignore_eos=body.ignore_eos or None,
+        min_tokens=body.min_tokens or None, presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty, repetition_penalty=body.repetition_penalty,
+        logit_bias=body.logit_bias, bad_words=tuple(body.bad_words or ()),
+        allowed_token_ids=tuple(body.allowed_token_ids or ()),
+        skip_special_tokens=None if body.skip_special_tokens else False,
+        spaces_between_special_tokens=None if body.spaces_between_special_tokens else False,
+        logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
+        cache_salt=body.cache_salt, thinking_token_budget=body.thinking_token_budget,
+        repetition_detection=body.repetition_detection,
+    )  # fmt: skip
+
+
+def truncate(ids: list[int], body: OpenAiRequest) -> list[int]:
+    """truncate_prompt_tokens as vLLM applies it: keep the last N (or first, truncation_side right); -1: the model's
+    length, which the context check then enforces."""
+    n = body.truncate_prompt_tokens
+    if n is None or n < 0 or len(ids) <= n:
+        return ids
+    return ids[:n] if body.truncation_side == "right" else ids[len(ids) - n:]
+
+
+def choice_requests(body: OpenAiRequest, spec: ModelSpec, cap: int | None, rid: str, prompts: list[list[int]],
+                    sampling: Sampling, param: str, tok: ModelTokenizer, prompt_logprobs: bool,
+                    min_one: bool = False) -> list[GenerationRequest]:  # fmt: skip
+    """One request per prompt and choice (index prompt * n + i); seeds differ per choice, as vLLM's n > 1."""
+    n = body.choices
+    if len(prompts) * n > 1024:
+        raise ApiError(400, f"{len(prompts)} prompt(s) x n={n} is more than the 1024 choices one request may ask for.",
+                       param="n", code="invalid_value")
+    out = []
+    arrival = time.monotonic()
+    for p, ids in enumerate(prompts):
+        try:
+            limit = 1 if min_one else body.output_limit()
+            max_tokens = max_tokens_for(len(ids), limit, spec.max_model_len, cap, param)
+        except RequestFailed as e:
+            raise ApiError(400, e.message, param=e.param, code="context_length_exceeded") from None
+        for i in range(n):
+            s = sampling
+            if n > 1 and sampling.seed is not None:
+                s = Sampling(**{**sampling.__dict__, "seed": (sampling.seed + i) % 2**63})
+            suffix = f"-{p * n + i}" if len(prompts) * n > 1 else ""
+            out.append(GenerationRequest(RequestId(rid + suffix), body.model, ids, max_tokens, s, arrival,
+                                         tok.encode_text, prompt_logprobs))  # fmt: skip
+    return out
+
+
+# --- chat ----------------------------------------------------------------------------------
+def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
+    """required / named tool_choice as the JSON schema the engine holds the output to (as vLLM does)."""
+    choice = body.effective_tool_choice()
+    tools = body.tools or []
+    if isinstance(choice, NamedToolChoice):
+        tool = next((t for t in tools if t.function.name == choice.function.name), None)
+        if tool is None:
+            raise ApiError(400, "The tool specified in `tool_choice` does not match any of the specified `tools`.",
+                           param="tool_choice", code="invalid_value")
+        return {"json": tool.function.parameters or {"type": "object"}}
+    if choice == "required":
+        items = [{"type": "object", "properties": {"name": {"type": "string", "enum": [t.function.name]},
+                                                   "parameters": t.function.parameters or {"type": "object"}},
+                  "required": ["name", "parameters"]} for t in tools]  # fmt: skip
+        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"anyOf": items}}
+        if body.parallel_tool_calls is False:
+            schema["maxItems"] = 1
+        return {"json": schema}
+    return None
+
+
+def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
+    choice = body.effective_tool_choice()
+    if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
+        raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
+                       code="invalid_value")
+    if choice == "auto" and spec.tool_call_parser is None:
+        raise ApiError(400, f'"auto" tool choice needs a tool-call parser, and model `{spec.name}` has none '
+                            "(models[].tool_call_parser in cluster.yaml, as vLLM's --tool-call-parser).",
+                       param="tool_choice", code="invalid_value")
+    if body.structured() is not None and isinstance(choice, NamedToolChoice):
+        raise ApiError(400, "You can only either use constraints for structured outputs or tools, not both.",
+                       param="tool_choice", code="invalid_value")
+    last = body.messages[-1]
+    mode = "named" if isinstance(choice, NamedToolChoice) else choice
+    return ChatOptions(
+        tool_mode=mode, tool_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
+        tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
+        include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
+        top_logprobs=body.logprobs_k(), echo=last.text() if body.echo and last.role == "assistant" else "",
+        return_token_ids=bool(body.return_token_ids),
+    )  # fmt: skip
+
+
+def chat_choices(body: ChatCompletionRequest, opts: ChatOptions, tok: ModelTokenizer) -> list[ChatChoice]:
+    return [ChatChoice(i, opts, token_texts(body, tok)) for i in range(body.choices)]
+
+
+def token_texts(body: OpenAiRequest, tok: ModelTokenizer) -> Callable[[int], str]:
+    """How logprob tokens are written: their text, or `token_id:N` (return_tokens_as_token_ids)."""
+    return (lambda t: f"token_id:{t}") if body.return_tokens_as_token_ids else tok.token_text
+
+
+# --- completions -----------------------------------------------------------------------------
+def completion_choices(body: CompletionRequest, prompts: list[list[int]], texts: list[str],
+                       tok: ModelTokenizer) -> list[CompletionChoice]:  # fmt: skip
+    text = token_texts(body, tok)
+    out = []
+    for p, ids in enumerate(prompts):
+        for i in range(body.choices):
+            lp = CompletionLogprobs(body.logprobs, text) if body.logprobs is not None else None
+            out.append(CompletionChoice(p * body.choices + i, texts[p] if body.echo else None, ids, lp,
+                                        bool(body.return_token_ids)))  # fmt: skip
+    return out

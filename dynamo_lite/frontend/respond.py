@@ -1,0 +1,143 @@
+"""Serving a planned response: its choices' flows merged (fanout.py), written as one JSON answer
+or as server-sent events, with usage once at the end (and per chunk with continuous usage stats).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from dynamo_lite.frontend.choice import ChatChoice, CompletionChoice
+from dynamo_lite.frontend.errors import api_error, json_response
+from dynamo_lite.frontend.fanout import merged
+from dynamo_lite.frontend.logprobs import prompt_logprobs
+from dynamo_lite.frontend.request import GenerationRequest, Outcome, Piece, RequestFailed, TokenLogprob
+from dynamo_lite.frontend.sse import DONE, Shape, sse, usage_body
+
+log = logging.getLogger(__name__)
+STATUS_LABEL = web.ResponseKey("status_label", str)  # overrides the HTTP status in the request counter
+
+
+@dataclass
+class Plan:
+    """One response: its envelope, and per choice the request served and the output builder."""
+
+    shape: Shape
+    requests: list[GenerationRequest]
+    choices: list[ChatChoice | CompletionChoice]
+    prompt_of: list[int]  # choice -> prompt index (batch prompts); usage counts each prompt once
+    stream: bool = False
+    continuous_usage: bool = False
+    drop_output: bool = False  # completions max_tokens 0 with echo: the prompt only
+    prompt_logprobs_k: int | None = None  # return vLLM's prompt_logprobs with this top-k
+    token_text: Callable[[int], str] = str
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    header: dict[str, str] = field(default_factory=dict)
+
+    def usage(self) -> dict[str, Any]:
+        prompts = {p: len(self.requests[i].prompt_ids) for i, p in enumerate(self.prompt_of)}
+        cached: dict[int, int] = {}
+        for i, outcome in sorted(self.outcomes.items()):
+            cached.setdefault(self.prompt_of[i], outcome.cached_tokens)
+        return usage_body(sum(prompts.values()), sum(o.completion_tokens for o in self.outcomes.values()),
+                          sum(cached.values()))
+
+
+async def serve(request: web.Request, plan: Plan, flows: list[AsyncIterator[Piece | Outcome]]) -> web.StreamResponse:
+    """The response; `plan.outcomes` holds every choice's outcome when it completed."""
+    events = merged(flows)
+    try:
+        if plan.stream:
+            return await _stream(request, plan, events)
+        return await _whole(plan, events)
+    finally:
+        await events.aclose()
+
+
+async def _whole(plan: Plan, events: AsyncIterator[tuple[int, Piece | Outcome]]) -> web.Response:
+    first_prompt: dict[int, list[TokenLogprob | None]] = {}
+    try:
+        async for index, event in events:
+            choice = plan.choices[index]
+            if isinstance(event, Outcome):
+                plan.outcomes[index] = event
+                continue
+            if event.prompt_logprobs is not None:
+                first_prompt.setdefault(index, event.prompt_logprobs)
+            if isinstance(choice, ChatChoice):
+                choice.delta(event)
+            else:
+                choice.delta(event, plan.drop_output)
+    except RequestFailed as e:
+        raise api_error(e) from None
+    choices = []
+    for index, choice in enumerate(plan.choices):
+        outcome = plan.outcomes[index]
+        if isinstance(choice, ChatChoice):
+            choices.append(choice.message(outcome))
+        else:
+            body = choice.whole(outcome)
+            if plan.prompt_logprobs_k is not None:
+                body["prompt_logprobs"] = prompt_logprobs(first_prompt.get(index, []), plan.prompt_logprobs_k,
+                                                          plan.token_text)
+            choices.append(body)
+    extra = None
+    if plan.shape.chat and plan.prompt_logprobs_k is not None:
+        extra = {"prompt_logprobs": prompt_logprobs(first_prompt.get(0, []), plan.prompt_logprobs_k, plan.token_text)}
+    return json_response(plan.shape.full(choices, plan.usage(), extra), headers=plan.header)
+
+
+async def _stream(request: web.Request, plan: Plan,
+                  events: AsyncIterator[tuple[int, Piece | Outcome]]) -> web.StreamResponse:  # fmt: skip
+    # The first event comes before the headers, so that what fails before any output (no
+    # worker, timeout, a refused prompt) is still an HTTP status rather than an SSE error.
+    try:
+        first = await anext(events)
+    except RequestFailed as e:
+        raise api_error(e) from None
+    except StopAsyncIteration:
+        first = None
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           **plan.header})  # fmt: skip
+    await response.prepare(request)
+    shape = plan.shape
+    generated = [0] * len(plan.choices)
+    try:
+        if shape.chat:
+            await response.write(b"".join(shape.role_chunk(i) for i in range(len(plan.choices))))
+        event = first
+        while event is not None:
+            index, item = event
+            choice = plan.choices[index]
+            if isinstance(item, Outcome):
+                plan.outcomes[index] = item
+                body = choice.last(item) if isinstance(choice, ChatChoice) else None
+            else:
+                generated[index] += len(item.token_ids or ())
+                body = choice.delta(item) if isinstance(choice, ChatChoice) else choice.delta(item, plan.drop_output)
+            if body is not None:
+                usage = None
+                if plan.continuous_usage:
+                    prompt = len(plan.requests[index].prompt_ids)
+                    usage = usage_body(prompt, generated[index])
+                await response.write(shape.frame(body, usage))
+            event = await anext(events, None)
+        if shape.include_usage:
+            await response.write(shape.usage_chunk(plan.usage()))
+        await response.write(DONE)
+    except ConnectionResetError:
+        log.info("request %s: client went away; engine requests closed", shape.id)
+        response[STATUS_LABEL] = "client_closed"
+        plan.outcomes.clear()
+        return response
+    except RequestFailed as e:
+        log.warning("request %s failed mid-stream: %s", shape.id, e.message)
+        response[STATUS_LABEL] = "stream_error"
+        plan.outcomes.clear()
+        await response.write(sse(api_error(e).body()) + DONE)
+    await response.write_eof()
+    return response

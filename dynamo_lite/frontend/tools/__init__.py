@@ -1,0 +1,19 @@
+"""Tool-call and reasoning parsers of model output, and how tools are written into a prompt.
+
+A parser is made once per choice of a request (`new_tool_parser`), fed the output text as it
+streams, and flushed at the end; fed the whole text at once, it gives the non-streamed answer,
+so both paths are one code. Formats: hermes, llama3_json, mistral, pythonic (as vLLM's parsers
+of those names); reasoning: deepseek_r1, qwen3 (`<think>` ... `</think>`).
+"""
+
+from __future__ import annotations
+
+from dynamo_lite.frontend.tools.base import Parsed, ParsedCall, ToolParser
+from dynamo_lite.frontend.tools.formats import PARSERS, new_tool_parser
+from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS, ReasoningParser, new_reasoning_parser
+
+TOOL_PARSER_NAMES = tuple(PARSERS)
+REASONING_PARSER_NAMES = tuple(REASONING_PARSERS)
+
+__all__ = ["Parsed", "ParsedCall", "ToolParser", "ReasoningParser", "new_tool_parser", "new_reasoning_parser",
+           "TOOL_PARSER_NAMES", "REASONING_PARSER_NAMES"]

@@ -1,0 +1,159 @@
+"""What every tool-call parser shares: its output types, and the streaming machine that finds
+the format's start marker in content, holds back text that may be the start of one, and hands
+the text after it to the format's own `take`, which cuts complete calls off the front.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCall:
+    name: str
+    arguments: str  # JSON text of the arguments object
+
+
+@dataclass(slots=True)
+class Parsed:
+    """What a piece of output turned into: content text and the tool calls completed in it."""
+
+    content: str = ""
+    calls: list[ParsedCall] = field(default_factory=list)
+
+    def add(self, other: Parsed) -> Parsed:
+        self.content += other.content
+        self.calls.extend(other.calls)
+        return self
+
+
+class ToolParser:
+    """Base of the formats. `feed(text)` per output delta, `finish()` once at the end.
+
+    Subclasses set `markers` (what starts tool calls), `only_at_start` (the format is tool
+    calls only when the output begins with a marker: llama3_json, pythonic) and implement
+    `take(buffer, final)`: (calls, characters consumed), or None when no call can be cut off
+    yet; with `final`, what cannot be a call is returned as None and becomes content.
+    """
+
+    markers: tuple[str, ...] = ()
+    only_at_start = False
+
+    def __init__(self) -> None:
+        self._held = ""  # content that may be the start of a marker
+        self._buf = ""  # text after a marker, not yet cut into calls
+        self._in_calls = False
+        self._started = False  # any non-space output seen (only_at_start formats decide then)
+        self._plain = False  # decided: no tool calls in this output
+
+    def feed(self, text: str) -> Parsed:
+        out = Parsed()
+        while text:
+            if self._plain:
+                out.content += text
+                return out
+            if self._in_calls:
+                self._buf += text
+                text = ""
+                self._cut(out, final=False)
+                if not self._in_calls:  # back to content after the calls: the rest goes through again
+                    text, self._buf = self._buf, ""
+                continue
+            text = self._scan_content(self._held + text, out)
+        return out
+
+    def finish(self) -> Parsed:
+        out = Parsed()
+        if self._in_calls:
+            self._cut(out, final=True)
+            out.content += self._buf  # what never became a call is content, as in vLLM's parsers
+            self._buf = ""
+        out.content += self._held
+        self._held = ""
+        return out
+
+    # --- internals -----------------------------------------------------------------------
+    def _scan_content(self, text: str, out: Parsed) -> str:
+        """Emit content up to a marker; returns the text from the marker on (entering calls), else ''."""
+        self._held = ""
+        if self.only_at_start and not self._started:
+            stripped = text.lstrip()
+            if not stripped:
+                self._held = text
+                return ""
+            self._started = True
+            if any(stripped.startswith(m) for m in self.markers):
+                self._in_calls = True
+                return stripped
+            if any(m.startswith(stripped) for m in self.markers):
+                self._started = False
+                self._held = text
+                return ""
+            self._plain = True
+            out.content += text
+            return ""
+        if self.only_at_start:
+            out.content += text
+            return ""
+        hit = min(((i, m) for m in self.markers if (i := text.find(m)) >= 0), default=None)
+        if hit is not None:
+            out.content += text[: hit[0]]
+            self._in_calls = True
+            return text[hit[0]:]
+        keep = partial_marker(text, self.markers)
+        out.content += text[: len(text) - keep]
+        self._held = text[len(text) - keep:]
+        return ""
+
+    def _cut(self, out: Parsed, final: bool) -> None:
+        while self._buf:
+            rest = self._buf.lstrip()
+            if rest and not self.only_at_start and not any(rest.startswith(m) or m.startswith(rest)
+                                                          for m in self.markers):  # fmt: skip
+                self._in_calls = False  # content again after the calls
+                return
+            taken = self.take(self._buf, final)
+            if taken is None:
+                return
+            calls, used = taken
+            out.calls.extend(calls)
+            self._buf = self._buf[used:]
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        raise NotImplementedError
+
+
+def partial_marker(text: str, markers: tuple[str, ...]) -> int:
+    """Length of the longest end of `text` that a marker starts with."""
+    best = 0
+    for m in markers:
+        for n in range(min(len(m) - 1, len(text)), best, -1):
+            if text.endswith(m[:n]):
+                best = n
+                break
+    return best
+
+
+def balanced_end(text: str, start: int, quotes: str = '"') -> int:
+    """Index after the bracketed value opening at text[start] ({ or [), or -1 if it is not closed yet."""
+    depth = 0
+    quote = ""
+    escaped = False
+    for i in range(start, len(text)):
+        c = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+        elif c in quotes:
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1

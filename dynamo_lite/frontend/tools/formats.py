@@ -1,0 +1,175 @@
+"""The tool-call formats, as vLLM's parsers of the same names read them.
+
+- hermes: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, anywhere, repeated
+  (Hermes, Qwen 2.5/3 ...).
+- llama3_json: the output is `{"name": ..., "parameters": {...}}` objects (`arguments`
+  too), optionally after `<|python_tag|>`, separated by `;` (Llama 3.1-3.3).
+- mistral: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}`, or (tokenizer v11+)
+  `[TOOL_CALLS]name{...}` per call, optionally `name[ARGS]{...}`.
+- pythonic: the output is a Python list of calls, `[get_weather(city="Paris"), f(x=1)]`
+  (Llama 3.2 / 4, optionally inside `<|python_start|>` ... `<|python_end|>`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end
+
+
+def _call(name: object, arguments: object) -> ParsedCall | None:
+    if not isinstance(name, str) or not name:
+        return None
+    if isinstance(arguments, str):  # some models write the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return None
+    return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+class HermesParser(ToolParser):
+    markers = ("<tool_call>",)
+    END = "</tool_call>"
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        start = _skip_space(buffer, 0)
+        if not buffer.startswith(self.markers[0], start):
+            return None
+        end = buffer.find(self.END, start)
+        if end < 0:
+            if not final:
+                return None
+            end = len(buffer)  # unterminated at the end of output: vLLM takes it if the JSON parses
+        try:
+            obj = json.loads(buffer[start + len(self.markers[0]): end])
+        except ValueError:
+            return None
+        call = _call(obj.get("name"), obj.get("arguments", obj.get("parameters"))) if isinstance(obj, dict) else None
+        if call is None:
+            return None
+        return [call], min(end + len(self.END), len(buffer))
+
+
+class Llama3JsonParser(ToolParser):
+    markers = ("<|python_tag|>", "{")
+    only_at_start = True
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = _skip_space(buffer, 0)
+        if buffer.startswith("<|python_tag|>", i):
+            i = _skip_space(buffer, i + len("<|python_tag|>"))
+        if i < len(buffer) and buffer[i] == ";":
+            i = _skip_space(buffer, i + 1)
+        if i >= len(buffer) or buffer[i] != "{":
+            return None
+        end = balanced_end(buffer, i)
+        if end < 0:
+            return None
+        try:
+            obj = json.loads(buffer[i:end])
+        except ValueError:
+            return None
+        call = _call(obj.get("name"), obj.get("parameters", obj.get("arguments"))) if isinstance(obj, dict) else None
+        return ([call], end) if call is not None else None
+
+
+class MistralParser(ToolParser):
+    markers = ("[TOOL_CALLS]",)
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = _skip_space(buffer, 0)
+        if not buffer.startswith(self.markers[0], i):
+            return None
+        i = _skip_space(buffer, i + len(self.markers[0]))
+        if i >= len(buffer):
+            return None
+        if buffer[i] == "[":  # a JSON list of calls
+            end = balanced_end(buffer, i)
+            if end < 0:
+                return None
+            try:
+                items = json.loads(buffer[i:end])
+            except ValueError:
+                return None
+            calls = [_call(o.get("name"), o.get("arguments")) for o in items if isinstance(o, dict)]
+            if not calls or None in calls:
+                return None
+            return calls, end  # type: ignore[return-value]
+        brace = buffer.find("{", i)  # name{...} or name[ARGS]{...}
+        if brace < 0:
+            return None
+        name = buffer[i:brace].removesuffix("[ARGS]").strip()
+        end = balanced_end(buffer, brace)
+        if end < 0 or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            return None
+        try:
+            call = _call(name, json.loads(buffer[brace:end]))
+        except ValueError:
+            return None
+        return ([call], end) if call is not None else None
+
+
+class PythonicParser(ToolParser):
+    markers = ("<|python_start|>", "[")
+    only_at_start = True
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = _skip_space(buffer, 0)
+        if buffer.startswith("<|python_start|>", i):
+            i = _skip_space(buffer, i + len("<|python_start|>"))
+        if i >= len(buffer) or buffer[i] != "[":
+            return None
+        end = balanced_end(buffer, i, quotes="\"'")
+        if end < 0:
+            return None
+        calls = _python_calls(buffer[i:end])
+        if calls is None:
+            return None
+        rest = _skip_space(buffer, end)
+        if buffer.startswith("<|python_end|>", rest):
+            end = rest + len("<|python_end|>")
+        return calls, end
+
+
+def _python_calls(source: str) -> list[ParsedCall] | None:
+    try:
+        tree = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if not isinstance(tree, ast.List):
+        return None
+    calls = []
+    for node in tree.elts:
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
+            return None
+        try:
+            arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
+        except (ValueError, SyntaxError, RecursionError):
+            return None
+        calls.append(ParsedCall(node.func.id, json.dumps(arguments, ensure_ascii=False)))
+    return calls
+
+
+PARSERS: dict[str, type[ToolParser]] = {
+    "hermes": HermesParser,
+    "llama3_json": Llama3JsonParser,
+    "mistral": MistralParser,
+    "pythonic": PythonicParser,
+}
+
+
+def new_tool_parser(name: str) -> ToolParser:
+    """A fresh parser of format `name` (one per choice of a request)."""
+    return PARSERS[name]()
