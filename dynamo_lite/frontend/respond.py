@@ -108,7 +108,8 @@ async def _stream(request: web.Request, plan: Plan,
     generated = [0] * len(plan.choices)
     try:
         if shape.chat:
-            await response.write(b"".join(shape.role_chunk(i) for i in range(len(plan.choices))))
+            await response.write(b"".join(shape.role_chunk(i, usage_body(len(r.prompt_ids), 0) if plan.continuous_usage
+                                                           else None) for i, r in enumerate(plan.requests)))
         event = first
         while event is not None:
             index, item = event

@@ -57,10 +57,10 @@ class Shape:
     def usage_chunk(self, usage: dict[str, Any]) -> bytes:
         return self._head + b'],"usage":' + _encode(usage) + b"}\n\n"
 
-    def role_chunk(self, index: int) -> bytes:
+    def role_chunk(self, index: int, usage: dict[str, Any] | None = None) -> bytes:
         """Chat streams open each choice with the assistant role, as OpenAI does."""
         return self.frame({"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                           "finish_reason": None})  # fmt: skip
+                           "finish_reason": None}, usage)  # fmt: skip
 
     def full(self, choices: list[dict[str, Any]], usage: dict[str, Any],
              extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip

@@ -105,11 +105,12 @@ class MockEngine:
         self._wake.set()
         return stream
 
-    def abort(self, internal_id: str) -> None:
+    def abort(self, internal_id: str, reason: FinishReason = FinishReason.ABORT) -> None:
+        """End a request now: the client went away (ABORT), or its text hit a stop string (STOP)."""
         stream = self._streams.pop(internal_id, None)
-        seq = self.scheduler.abort(internal_id)
+        seq = self.scheduler.abort(internal_id, reason)
         if stream is not None:
-            stream.queue.put_nowait(TokenEvent(None, FinishReason.ABORT))
+            stream.queue.put_nowait(TokenEvent(None, reason))
         if seq is not None:
             self.metrics.finished(seq, self.clock.now())
             log.debug("request %s aborted", internal_id)

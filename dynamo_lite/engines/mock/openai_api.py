@@ -46,13 +46,31 @@ class _OpenAiRequest(_Body):
     model: str | None = None
     n: int = 1
     seed: int | None = None
-    stop: str | list[str] | None = None  # words of the mock tokenizer that stop generation
+    stop: str | list[str] | None = None  # matched on the output text, as vLLM does
     stop_token_ids: list[int] | None = None
+    include_stop_str_in_output: bool = False
+    ignore_eos: bool = False
+    min_tokens: int = Field(default=0, ge=0)
     stream: bool = False
     stream_options: StreamOptions | None = None
     kv_transfer_params: dict[str, Any] | None = None
     return_token_ids: bool = False
+    return_tokens_as_token_ids: bool = False
     request_id: str | None = None
+    structured_outputs: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    vllm_xargs: dict[str, Any] | None = None  # mock_output: a scripted completion (output.py)
+
+    def structured(self) -> dict[str, Any] | None:
+        rf = self.response_format or {}
+        if rf.get("type") == "json_schema":
+            return {"json": (rf.get("json_schema") or {}).get("schema")}
+        if rf.get("type") == "json_object":
+            return {"json_object": True}
+        return self.structured_outputs
+
+    def stop_list(self) -> tuple[str, ...]:
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
 
 
 class CompletionRequest(_OpenAiRequest):
@@ -60,6 +78,8 @@ class CompletionRequest(_OpenAiRequest):
 
     prompt: str | list[int] | list[str] | list[list[int]]
     max_tokens: int | None = Field(default=16, ge=1)
+    logprobs: int | None = Field(default=None, ge=0, le=20)  # vLLM's default --max-logprobs
+    echo: bool = False
 
 
 class ChatMessage(_Body):
@@ -78,6 +98,8 @@ class ChatRequest(_OpenAiRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int = Field(default=0, ge=0, le=20)
 
 
 class TokenizeRequest(_Body):
@@ -121,10 +143,12 @@ def _stop_reason(finish_reason: str | None, token_ids: list[int], stop_ids: froz
 
 
 class Shape(Protocol):
-    """How one endpoint writes a full response and its stream chunks."""
+    """How one endpoint writes a full response and its stream chunks (logprobs: completions-style)."""
 
-    def full(self, r: Result, text: str) -> dict[str, Any]: ...
-    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None) -> list[dict[str, Any]]: ...
+    def full(self, r: Result, text: str, logprobs: dict[str, Any] | None = None,
+             stop_reason: str | None = None) -> dict[str, Any]: ...
+    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None,
+               logprobs: dict[str, Any] | None = None, stop_reason: str | None = None) -> list[dict[str, Any]]: ...
     def usage_chunk(self, rid: str, model: str, use: dict[str, Any]) -> dict[str, Any]: ...
 
 
@@ -132,14 +156,16 @@ class Shape(Protocol):
 class GenerateShape:
     stop_ids: frozenset[int] = frozenset()
 
-    def full(self, r: Result, text: str) -> dict[str, Any]:
+    def full(self, r: Result, text: str, logprobs: dict[str, Any] | None = None,
+             stop_reason: str | None = None) -> dict[str, Any]:  # fmt: skip
         choice = {"index": 0, "finish_reason": r.finish_reason, "token_ids": r.token_ids, "logprobs": None,
                   "stop_reason": _stop_reason(r.finish_reason, r.token_ids, self.stop_ids)}  # fmt: skip
         return {"request_id": r.request_id, "model": r.model, "created": int(time.time()), "usage": r.usage,
                 "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": r.kv_transfer_params,
                 "output_mode": "tokens", "choices": [choice]}  # fmt: skip
 
-    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None) -> list[dict[str, Any]]:
+    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None,
+               logprobs: dict[str, Any] | None = None, stop_reason: str | None = None) -> list[dict[str, Any]]:
         choice = {"index": 0, "finish_reason": reason, "token_ids": ids, "logprobs": None,
                   "stop_reason": _stop_reason(reason, ids, self.stop_ids)}  # fmt: skip
         return [{"request_id": rid, "usage": None, "output_mode": "tokens", "choices": [choice]}]
@@ -154,17 +180,19 @@ class CompletionShape:
     return_token_ids: bool = False
     created: int = 0
 
-    def full(self, r: Result, text: str) -> dict[str, Any]:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": r.finish_reason,
-                  "stop_reason": _stop_reason(r.finish_reason, r.token_ids, self.stop_ids), "prompt_logprobs": None,
-                  "token_ids": r.token_ids if self.return_token_ids else None}  # fmt: skip
+    def full(self, r: Result, text: str, logprobs: dict[str, Any] | None = None,
+             stop_reason: str | None = None) -> dict[str, Any]:  # fmt: skip
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": r.finish_reason,
+                  "stop_reason": stop_reason or _stop_reason(r.finish_reason, r.token_ids, self.stop_ids),
+                  "prompt_logprobs": None, "token_ids": r.token_ids if self.return_token_ids else None}  # fmt: skip
         return {"id": r.request_id, "object": "text_completion", "created": self.created, "model": r.model,
                 "choices": [choice], "usage": r.usage, "kv_transfer_params": r.kv_transfer_params,
                 "prompt_token_ids": r.prompt_ids if self.return_token_ids else None}  # fmt: skip
 
-    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None) -> list[dict[str, Any]]:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
-                  "stop_reason": _stop_reason(reason, ids, self.stop_ids),
+    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None,
+               logprobs: dict[str, Any] | None = None, stop_reason: str | None = None) -> list[dict[str, Any]]:
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": reason,
+                  "stop_reason": stop_reason or _stop_reason(reason, ids, self.stop_ids),
                   "token_ids": ids if self.return_token_ids else None}  # fmt: skip
         return [{"id": rid, "object": "text_completion", "created": self.created, "model": model, "choices": [choice]}]
 
@@ -180,23 +208,27 @@ class ChatShape:
     created: int = 0
     _started: bool = False
 
-    def full(self, r: Result, text: str) -> dict[str, Any]:
+    def full(self, r: Result, text: str, logprobs: dict[str, Any] | None = None,
+             stop_reason: str | None = None) -> dict[str, Any]:  # fmt: skip
         message = {"role": "assistant", "content": text, "refusal": None, "tool_calls": [], "reasoning": None}
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": r.finish_reason,
-                  "stop_reason": _stop_reason(r.finish_reason, r.token_ids, self.stop_ids),
+        choice = {"index": 0, "message": message, "logprobs": chat_logprobs(logprobs), "finish_reason": r.finish_reason,
+                  "stop_reason": stop_reason or _stop_reason(r.finish_reason, r.token_ids, self.stop_ids),
                   "token_ids": r.token_ids if self.return_token_ids else None}  # fmt: skip
         return {"id": r.request_id, "object": "chat.completion", "created": self.created, "model": r.model,
                 "choices": [choice], "usage": r.usage, "prompt_logprobs": None,
                 "prompt_token_ids": r.prompt_ids if self.return_token_ids else None,
                 "kv_transfer_params": r.kv_transfer_params}  # fmt: skip
 
-    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None) -> list[dict[str, Any]]:
+    def chunks(self, rid: str, model: str, ids: list[int], text: str, reason: str | None,
+               logprobs: dict[str, Any] | None = None, stop_reason: str | None = None) -> list[dict[str, Any]]:
         out = []
         if not self._started:
             self._started = True
             out.append(self._chunk(rid, model, {"role": "assistant", "content": ""}, None, None))
-        extra = {"token_ids": ids} if self.return_token_ids else {}
-        out.append(self._chunk(rid, model, {"content": text}, reason, _stop_reason(reason, ids, self.stop_ids), extra))
+        extra: dict[str, Any] = {"token_ids": ids} if self.return_token_ids else {}
+        extra["logprobs"] = chat_logprobs(logprobs)
+        out.append(self._chunk(rid, model, {"content": text}, reason,
+                               stop_reason or _stop_reason(reason, ids, self.stop_ids), extra))
         return out
 
     def usage_chunk(self, rid: str, model: str, use: dict[str, Any]) -> dict[str, Any]:
@@ -209,3 +241,17 @@ class ChatShape:
         choice.update(extra or {})
         return {"id": rid, "object": "chat.completion.chunk", "created": self.created, "model": model,
                 "choices": [choice]}  # fmt: skip
+
+
+def chat_logprobs(completion: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Completions-style logprobs in the chat shape (`content` entries with top_logprobs)."""
+    if completion is None:
+        return None
+    content = []
+    for token, lp, top in zip(completion["tokens"], completion["token_logprobs"], completion["top_logprobs"],
+                              strict=True):  # fmt: skip
+        if lp is None:
+            continue
+        alts = [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in (top or {}).items()]
+        content.append({"token": token, "logprob": lp, "bytes": list(token.encode()), "top_logprobs": alts})
+    return {"content": content}

@@ -95,8 +95,8 @@ class Scheduler:
         self._seqs[seq.request_id] = seq
         self.waiting.append(seq)
 
-    def abort(self, request_id: str) -> Sequence | None:
-        """Drop a request wherever it is; its blocks go back to the pool."""
+    def abort(self, request_id: str, reason: FinishReason = FinishReason.ABORT) -> Sequence | None:
+        """Drop a request wherever it is; its blocks go back to the pool (`reason` STOP: a stop string)."""
         seq = self._seqs.get(request_id)
         if seq is None:
             return None
@@ -104,7 +104,7 @@ class Scheduler:
             self.running.remove(seq)
         elif seq in self.waiting:
             self.waiting.remove(seq)
-        self._finish(seq, FinishReason.ABORT)
+        self._finish(seq, reason)
         return seq
 
     # --- one pass ---------------------------------------------------------------
@@ -271,7 +271,7 @@ class Scheduler:
         if seq.first_token_at is None:
             seq.first_token_at = now
         reason = None
-        if token in seq.stop_token_ids:
+        if seq.stops_at(token):
             reason = FinishReason.STOP
         elif len(seq.output) >= seq.max_tokens or seq.num_tokens >= self.config.max_model_len:
             reason = FinishReason.LENGTH

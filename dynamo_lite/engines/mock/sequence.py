@@ -44,6 +44,10 @@ class Sequence:
     arrival: float  # simulated seconds
     stop_token_ids: frozenset[int] = frozenset()
     vocab_size: int = 32000
+    script: tuple[int, ...] = ()  # scripted output tokens, then EOS (output.py)
+    eos_token_id: int | None = None  # emitted when the script ends; None: no script, never EOS
+    ignore_eos: bool = False
+    min_tokens: int = 0  # no EOS nor stop token before this many
     remote_kv: RemoteKv | None = None  # set on a decode instance given do_remote_prefill
     for_remote_decode: bool = False  # prefill instance given do_remote_decode
     prompt_hashes: list[int] = field(default_factory=list)  # hashes of the prompt's full blocks
@@ -92,9 +96,30 @@ class Sequence:
         return self.block_hashes
 
     def next_output_token(self) -> int:
-        """The token this request samples next: a pure function of its key and position."""
-        digest = xxhash.xxh64_intdigest(len(self.output).to_bytes(8, "little"), self.output_key & 0xFFFFFFFFFFFFFFFF)
+        """The token this request samples next: a pure function of its key, script and position."""
+        pos = len(self.output)
+        if pos < len(self.script):
+            token = self.script[pos]
+        elif self.eos_token_id is not None and not self.ignore_eos:
+            token = self.eos_token_id
+        else:
+            token = self.random_token(pos)
+        if pos < self.min_tokens and (token in self.stop_token_ids or token == self.eos_token_id):
+            token = self.random_token(pos)
+            while token in self.stop_token_ids:
+                token = (token + 1) % self.vocab_size
+        return token
+
+    def random_token(self, pos: int) -> int:
+        digest = xxhash.xxh64_intdigest(pos.to_bytes(8, "little"), self.output_key & 0xFFFFFFFFFFFFFFFF)
         return digest % self.vocab_size
+
+    def stops_at(self, token: int) -> bool:
+        """Whether `token`, just appended to the output, ends the request (EOS unless ignored, a stop token;
+        neither before min_tokens others)."""
+        if len(self.output) <= self.min_tokens:
+            return False
+        return token in self.stop_token_ids or (token == self.eos_token_id and not self.ignore_eos)
 
 
 def output_key(seed: int, prompt: list[int]) -> int:

@@ -18,7 +18,7 @@ import pydantic
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from dynamo_lite.engines.mock import nixl
+from dynamo_lite.engines.mock import nixl, output
 from dynamo_lite.engines.mock.args import MockEngineArgs
 from dynamo_lite.engines.mock.blocks import hash_blocks
 from dynamo_lite.engines.mock.engine import RequestStream
@@ -53,6 +53,16 @@ class Job:
     stream: bool
     include_usage: bool
     kv_transfer_params: dict[str, Any] | None
+    stops: tuple[str, ...] = ()  # stop strings, matched on the text
+    include_stop: bool = False
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    logprobs: int | None = None  # completions-style top-k per token
+    echo: bool = False  # the prompt's text and logprobs first
+    as_ids: bool = False  # return_tokens_as_token_ids
+    xargs: dict[str, Any] | None = None
+    structured: dict[str, Any] | None = None
+    continuous_usage: bool = False
 
 
 STATE = web.AppKey("state", ServerState)
@@ -209,16 +219,21 @@ async def _reset_prefix_cache(request: web.Request) -> web.Response:
 
 # --- running one request -----------------------------------------------------------------
 def _job(state: ServerState, body: CompletionRequest | ChatRequest, ids: list[int], max_tokens: int | None) -> Job:
-    stops = set(body.stop_token_ids or ())
-    for word in [body.stop] if isinstance(body.stop, str) else body.stop or []:
-        stops.update(state.tokenizer.encode(word)[:1])
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return Job(ids, max_tokens, frozenset(stops), body.seed, body.n, body.stream, include_usage,
-               body.kv_transfer_params)  # fmt: skip
+    opts = body.stream_options
+    if isinstance(body, ChatRequest):
+        logprobs, echo = (body.top_logprobs if body.logprobs else None), False
+    else:
+        logprobs, echo = body.logprobs, body.echo
+    return Job(ids, max_tokens, frozenset(body.stop_token_ids or ()), body.seed, body.n, body.stream,
+               bool(opts and opts.include_usage), body.kv_transfer_params, body.stop_list(),
+               body.include_stop_str_in_output, body.ignore_eos, body.min_tokens, logprobs, echo,
+               body.return_tokens_as_token_ids, body.vllm_xargs, body.structured(),
+               bool(opts and opts.continuous_usage_stats))  # fmt: skip
 
 
-def _sequence(state: ServerState, job: Job, rid: str) -> Sequence:
-    """Validate a job like vLLM does and build its Sequence; ApiError(400) if it cannot run."""
+def _sequence(state: ServerState, job: Job, rid: str) -> tuple[Sequence, list[str]]:
+    """Validate a job like vLLM does and build its Sequence (and scripted text pieces); ApiError(400) if it
+    cannot run."""
     args = state.args
     if job.n != 1:
         raise ApiError(400, "the mock engine supports n=1 only")
@@ -235,13 +250,18 @@ def _sequence(state: ServerState, job: Job, rid: str) -> Sequence:
         remote = nixl.parse_remote_kv(job.kv_transfer_params) if state.connector else None
     except ValueError as e:
         raise ApiError(400, str(e)) from e
+    key = output_key(args.seed if job.seed is None else job.seed, job.prompt)
+    script = output.script_for(job.xargs, job.structured, key)
+    pieces = output.script_pieces(script) if script is not None else []
     return Sequence(
         request_id=state.engine.internal_id(rid), prompt=job.prompt, max_tokens=max_tokens,
-        output_key=output_key(args.seed if job.seed is None else job.seed, job.prompt), arrival=0.0,
-        stop_token_ids=job.stop_ids, vocab_size=args.vocab_size, remote_kv=remote,
+        output_key=key, arrival=0.0, stop_token_ids=job.stop_ids, vocab_size=args.vocab_size, remote_kv=remote,
         for_remote_decode=state.connector and nixl.wants_remote_decode(job.kv_transfer_params),
         prompt_hashes=hash_blocks(job.prompt, args.block_size, args.seed),
-    )  # fmt: skip
+        script=tuple(state.tokenizer.encode(p)[0] if p.strip() else 0 for p in pieces),
+        eos_token_id=args.vocab_size if script is not None else None, ignore_eos=job.ignore_eos,
+        min_tokens=job.min_tokens,
+    ), pieces
 
 
 def _result(state: ServerState, seq: Sequence, rid: str, model: str) -> Result:
@@ -255,33 +275,102 @@ def _result(state: ServerState, seq: Sequence, rid: str, model: str) -> Result:
     return Result(rid, model, seq.prompt, list(seq.output), reason, use, params)
 
 
+class _Writer:
+    """One request's output as text and logprobs, chunk by chunk (stop strings end it: output.py)."""
+
+    def __init__(self, state: ServerState, job: Job, seq: Sequence, pieces: list[str]) -> None:
+        self.state, self.job, self.seq = state, job, seq
+        self.text = output.OutputText(state.tokenizer, pieces, state.args.vocab_size, job.stops, job.include_stop,
+                                      job.min_tokens)  # fmt: skip
+        self.offset = 0
+        self.echoed = not job.echo
+
+    def chunk(self, ids: list[int]) -> tuple[str, dict[str, Any] | None]:
+        start = len(self.seq.output) - len(ids) if ids else len(self.seq.output)
+        text = self.text.add(ids)
+        entries: list[tuple[int, float | None, list[tuple[int, float]]]] = []
+        if not self.echoed:
+            self.echoed = True
+            text = ("" if self.job.as_ids else self.state.tokenizer.decode(self.seq.prompt)) + text
+            if self.job.logprobs is not None:
+                entries += [(t, None, []) if i == 0 else (t, *self._lp(self.seq.output_key ^ 0x5EED, i, t))
+                            for i, t in enumerate(self.seq.prompt)]  # fmt: skip
+        if self.job.logprobs is None:
+            return text, None
+        entries += [(t, *self._lp(self.seq.output_key, start + i, t)) for i, t in enumerate(ids)]
+        return text, self._body(entries)
+
+    def _lp(self, key: int, pos: int, token: int) -> tuple[float, list[tuple[int, float]]]:
+        k = max(self.job.logprobs or 0, 1)
+        return output.logprobs_at(key, pos, token, k, self.state.args.vocab_size)
+
+    def _body(self, entries: list[tuple[int, float | None, list[tuple[int, float]]]]) -> dict[str, Any]:
+        name = (lambda t: f"token_id:{t}") if self.job.as_ids else (lambda t: self.state.tokenizer.decode([t]))
+        out: dict[str, list[Any]] = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+        for token, lp, top in entries:
+            text = name(token)
+            out["tokens"].append(text)
+            out["token_logprobs"].append(lp)
+            out["text_offset"].append(self.offset)
+            self.offset += len(text)
+            out["top_logprobs"].append(None if lp is None else
+                                       {name(t): v for t, v in [(token, lp), *top[: self.job.logprobs]]})
+        return out
+
+
 async def _serve(
     request: web.Request, state: ServerState, job: Job, shape: Shape, rid: str, model: str
 ) -> web.StreamResponse:
-    seq = _sequence(state, job, rid)
+    seq, pieces = _sequence(state, job, rid)
     stream = state.engine.submit(seq, rid)
+    writer = _Writer(state, job, seq, pieces)
     try:
         if job.stream:
-            return await _stream(request, state, stream, shape, rid, model, job.include_usage)
-        async for _ in stream.batches():
-            pass
+            return await _stream(request, state, stream, shape, rid, model, writer)
+        texts: list[str] = []
+        lps: list[dict[str, Any]] = []
+        async for events in stream.batches():
+            text, lp = writer.chunk([e.token_id for e in events if e.token_id is not None])
+            texts.append(text)
+            lps += [lp] if lp else []
+            if _stopped(state, writer):
+                break
         result = _result(state, seq, rid, model)
-        return _json(shape.full(result, state.tokenizer.decode(result.token_ids)))
+        logprobs = {k: [v for lp in lps for v in lp[k]] for k in lps[0]} if lps else None
+        return _json(shape.full(result, "".join(texts), logprobs, writer.text.stopped))
     finally:
         if seq.finish_reason is None:
             state.engine.abort(seq.request_id)  # the client went away or the server is stopping
 
 
+def _stopped(state: ServerState, writer: _Writer) -> bool:
+    """A stop string ended the text: end the engine request too, as vLLM's output processor does."""
+    if writer.text.stopped is None or writer.seq.finish_reason is not None:
+        return writer.text.stopped is not None
+    state.engine.abort(writer.seq.request_id, FinishReason.STOP)
+    return True
+
+
 async def _stream(request: web.Request, state: ServerState, stream: RequestStream, shape: Shape, rid: str,
-                  model: str, include_usage: bool) -> web.StreamResponse:  # fmt: skip
+                  model: str, writer: _Writer) -> web.StreamResponse:  # fmt: skip
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
+    job = writer.job
     async for events in stream.batches():
         ids = [e.token_id for e in events if e.token_id is not None]
         reason = events[-1].finish_reason
-        chunks = shape.chunks(rid, model, ids, state.tokenizer.decode(ids), reason.value if reason else None)
+        text, lp = writer.chunk(ids)
+        stop = writer.text.stopped
+        if _stopped(state, writer):
+            reason = FinishReason.STOP
+        chunks = shape.chunks(rid, model, ids, text, reason.value if reason else None, lp, stop)
+        if job.continuous_usage:
+            for c in chunks:
+                c["usage"] = usage(len(stream.seq.prompt), len(stream.seq.output), None)
         await resp.write(b"".join(b"data: " + msgspec.json.encode(c) + b"\n\n" for c in chunks))
-    if include_usage:
+        if stop is not None:
+            break
+    if job.include_usage:
         result = _result(state, stream.seq, rid, model)
         await resp.write(b"data: " + msgspec.json.encode(shape.usage_chunk(rid, model, result.usage)) + b"\n\n")
     await resp.write(b"data: [DONE]\n\n")

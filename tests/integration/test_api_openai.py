@@ -1,0 +1,228 @@
+"""The OpenAI and vLLM API through the frontend, with the official `openai` client, against a mock
+cluster brought up by `orchestrator up` (cluster.yaml with a tool-call and a reasoning parser per
+model). Model outputs that parsers must read are scripted through the mock (vllm_xargs.mock_output).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import openai
+import pydantic
+import pytest
+
+from dynamo_lite.infra import free_port
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.integration
+MOCK = "mock: {speedup_ratio: 100}"
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}  # fmt: skip
+HI = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def script(text: str) -> dict:
+    return {"vllm_xargs": {"mock_output": text}}
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[str]:
+    tmp = tmp_path_factory.mktemp("api")
+    port = free_port()
+    spec = tmp / "cluster.yaml"
+    spec.write_text(
+        f"namespace: api\nstate_dir: {tmp / 'state'}\nfrontend: {{port: {port}}}\nmodels:\n"
+        f"  - {{name: a, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: hermes, reasoning_parser: qwen3}}\n"
+        f"  - {{name: p, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: pythonic}}\n"
+        f"pools:\n  - {{name: a, role: aggregated, engine: mock, model: a, replicas: 2, {MOCK}}}\n"
+        f"  - {{name: p, role: aggregated, engine: mock, model: p, {MOCK}}}\n")
+    log = open(tmp / "up.log", "wb")  # noqa: SIM115 - closed below
+    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)], stdout=log,
+                          stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert up.poll() is None, (tmp / "up.log").read_text()[-3000:]
+        try:
+            models = json.loads(urllib.request.urlopen(f"{base}/health", timeout=2).read())["models"]
+        except OSError:
+            return False
+        return models.get("a", {}).get("aggregated") == 2 and models.get("p", {}).get("aggregated") == 1
+
+    try:
+        eventually(ready, timeout=90, what="the mock cluster", interval=0.3)
+        yield base
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+        log.close()
+
+
+@pytest.fixture
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=60)
+
+
+def test_n_choices_streaming_and_not(client: openai.OpenAI) -> None:
+    out = client.chat.completions.create(model="a", messages=HI, n=3, max_tokens=6, seed=7, temperature=1)
+    assert [c.index for c in out.choices] == [0, 1, 2]
+    assert len({c.message.content for c in out.choices}) == 3  # a seed per choice, as vLLM's n > 1
+    assert out.usage.completion_tokens == 18 and out.usage.prompt_tokens > 5
+    chunks = list(client.chat.completions.create(model="a", messages=HI, n=2, max_tokens=4, stream=True,
+                                                 stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    texts = {0: "", 1: ""}
+    finished = {}
+    for c in chunks[:-1]:
+        for ch in c.choices:
+            texts[ch.index] += ch.delta.content or ""
+            finished[ch.index] = ch.finish_reason or finished.get(ch.index)
+        assert c.usage is not None and c.usage.completion_tokens <= 4  # continuous usage stats, per choice
+    assert all(texts.values()) and finished == {0: "length", 1: "length"}
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 8
+
+
+def test_chat_logprobs_streaming_and_not(client: openai.OpenAI) -> None:
+    out = client.chat.completions.create(model="a", messages=HI, max_tokens=5, logprobs=True, top_logprobs=3)
+    content = out.choices[0].logprobs.content
+    assert len(content) == 5 and all(len(t.top_logprobs) == 3 for t in content)
+    assert all(t.logprob == t.top_logprobs[0].logprob <= 0 for t in content)  # greedy: the sampled token is the top
+    stream = client.chat.completions.create(model="a", messages=HI, max_tokens=5, logprobs=True, top_logprobs=3,
+                                            stream=True)
+    streamed = [t for c in stream for ch in c.choices if ch.logprobs for t in ch.logprobs.content]
+    assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content]
+
+
+def test_batch_prompts_echo_and_logprobs(client: openai.OpenAI) -> None:
+    out = client.completions.create(model="a", prompt=["t1 t2 t3", "t4"], n=2, max_tokens=3)
+    assert [c.index for c in out.choices] == [0, 1, 2, 3] and out.usage.completion_tokens == 12
+    prompt = [5, 6, 7, 8]  # as lm-evaluation-harness asks for a loglikelihood
+    lp = client.completions.create(model="a", prompt=prompt, max_tokens=1, echo=True, logprobs=1).choices[0].logprobs
+    assert len(lp.tokens) == 5 and lp.token_logprobs[0] is None and all(v < 0 for v in lp.token_logprobs[1:])
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(5)]
+    only = client.completions.create(model="a", prompt=prompt, max_tokens=0, echo=True, logprobs=0)
+    assert len(only.choices[0].logprobs.tokens) == 4 and only.usage.completion_tokens == 1
+
+
+def test_ignore_eos_min_tokens_and_stop_strings(client: openai.OpenAI) -> None:
+    def run(**kw: object) -> openai.types.Completion:
+        return client.completions.create(model="a", prompt="t1 t2", max_tokens=12, **kw)  # type: ignore[arg-type]
+
+    natural = run(extra_body=script("Hello big world"))
+    assert natural.choices[0].text == "Hello big world" and natural.choices[0].finish_reason == "stop"
+    assert natural.usage.completion_tokens == 4  # three words and EOS
+    fixed = run(extra_body={**script("Hello big world"), "ignore_eos": True})
+    assert fixed.usage.completion_tokens == 12 and fixed.choices[0].finish_reason == "length"
+    longer = run(extra_body={**script("Hello big world"), "min_tokens": 7})
+    assert longer.usage.completion_tokens == 8 and longer.choices[0].finish_reason == "stop"
+    stops = [f"never{i}" for i in range(20)] + [" big"]
+    cut = run(stop=stops, extra_body=script("Hello big world"))
+    assert cut.choices[0].text == "Hello" and cut.choices[0].finish_reason == "stop"
+
+
+def test_tool_call_parsed_whole_and_streamed(client: openai.OpenAI) -> None:
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    out = client.chat.completions.create(model="a", messages=HI, tools=[WEATHER], max_tokens=60,
+                                         extra_body=script("Let me check. " + call))
+    choice = out.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Let me check. "
+    (tc,) = choice.message.tool_calls
+    assert tc.function.name == "get_weather" and json.loads(tc.function.arguments) == {"city": "Paris"}
+    stream = client.chat.completions.create(model="a", messages=HI, tools=[WEATHER], max_tokens=60, stream=True,
+                                            extra_body=script(call))
+    calls: dict[int, dict] = {}
+    reasons = []
+    for chunk in stream:
+        for ch in chunk.choices:
+            reasons.append(ch.finish_reason)
+            for d in ch.delta.tool_calls or ():
+                entry = calls.setdefault(d.index, {"name": "", "arguments": ""})
+                entry["name"] += d.function.name or ""
+                entry["arguments"] += d.function.arguments or ""
+    assert calls == {0: {"name": "get_weather", "arguments": '{"city": "Paris"}'}} and reasons[-1] == "tool_calls"
+    pythonic = client.chat.completions.create(model="p", messages=HI, tools=[WEATHER], max_tokens=60,
+                                              extra_body=script('[get_weather(city="Oslo")]'))
+    assert json.loads(pythonic.choices[0].message.tool_calls[0].function.arguments) == {"city": "Oslo"}
+
+
+def test_named_and_required_tool_choice_through_structured_output(client: openai.OpenAI) -> None:
+    named = client.chat.completions.create(model="a", messages=HI, tools=[WEATHER], max_tokens=60,
+                                           tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    (tc,) = named.choices[0].message.tool_calls
+    jsonschema.validate(json.loads(tc.function.arguments), WEATHER["function"]["parameters"])
+    required = client.chat.completions.create(model="a", messages=HI, tools=[WEATHER], max_tokens=60,
+                                              tool_choice="required")
+    assert required.choices[0].finish_reason == "tool_calls"
+    assert required.choices[0].message.tool_calls[0].function.name == "get_weather"
+    with pytest.raises(openai.BadRequestError, match="does not match any"):
+        client.chat.completions.create(model="a", messages=HI, tools=[WEATHER],
+                                       tool_choice={"type": "function", "function": {"name": "nope"}})
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    celsius: int
+    sunny: bool
+
+
+def test_structured_output_and_sdk_parse(client: openai.OpenAI) -> None:
+    parsed = client.beta.chat.completions.parse(model="a", messages=HI, response_format=Weather, max_tokens=60)
+    assert isinstance(parsed.choices[0].message.parsed, Weather)
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}, "required": ["n"]}
+    out = client.completions.create(model="a", prompt="t1", max_tokens=40,
+                                    extra_body={"structured_outputs": {"json": schema}})
+    jsonschema.validate(json.loads(out.choices[0].text), schema)
+
+
+def test_reasoning_content(client: openai.OpenAI) -> None:
+    out = client.chat.completions.create(model="a", messages=HI, max_tokens=60,
+                                         extra_body=script("<think>It is June.</think>Sunny."))
+    message = out.choices[0].message
+    assert message.content == "Sunny." and message.reasoning == "It is June."  # type: ignore[attr-defined]
+
+
+def test_tool_turns_are_rendered_not_dropped(url: str) -> None:
+    history = [*HI, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 C and sunny"}]
+    ids = post(url, "/tokenize", {"model": "a", "messages": history, "tools": [WEATHER]})["tokens"]
+    text = post(url, "/detokenize", {"model": "a", "tokens": ids})["prompt"]
+    assert "get_weather" in text and '"city": "Paris"' in text and "21 C and sunny" in text and "<tools>" in text
+
+
+def test_request_ids_field_policy_and_extra_endpoints(url: str, client: openai.OpenAI) -> None:
+    req = urllib.request.Request(f"{url}/v1/chat/completions", headers={"X-Request-Id": "my-id-42",
+                                                                         "Content-Type": "application/json"},
+                                 data=json.dumps({"model": "a", "messages": HI, "max_tokens": 2, "metadata": {"a": 1},
+                                                  "store": False, "frobnicate": 1}).encode())  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.headers["X-Request-Id"] == "my-id-42" and json.loads(resp.read())["id"] == "chatcmpl-my-id-42"
+    with pytest.raises(openai.BadRequestError, match="best_of") as e:
+        client.completions.create(model="a", prompt="x", best_of=2)
+    assert e.value.body["param"] == "best_of"  # type: ignore[index]
+    assert client.models.retrieve("p").id == "p"
+    assert "version" in json.loads(urllib.request.urlopen(f"{url}/version", timeout=5).read())
+    tok = post(url, "/tokenize", {"model": "a", "prompt": "hello world", "return_token_strs": True})
+    assert tok["count"] == len(tok["tokens"]) == len(tok["token_strs"]) and tok["max_model_len"] == 2048
+
+
+def post(url: str, path: str, body: dict) -> dict:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_many_choices(client: openai.OpenAI) -> None:
+    """50 prompts x n=4: 200 engine requests, merged in index order."""
+    out = client.completions.create(model="a", prompt=[f"t{i}" for i in range(50)], n=4, max_tokens=2)
+    assert [c.index for c in out.choices] == list(range(200)) and out.usage.completion_tokens == 400
