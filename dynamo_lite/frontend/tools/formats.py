@@ -124,9 +124,14 @@ class MistralParser(ToolParser):
 class PythonicParser(ToolParser):
     markers = ("<|python_start|>", "[")
     only_at_start = True
+    END = "<|python_end|>"
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         i = _skip_space(buffer, 0)
+        if buffer.startswith(self.END, i):  # closing the list taken before
+            return [], i + len(self.END)
+        if self.END.startswith(buffer[i:]) and not final:
+            return None
         if buffer.startswith("<|python_start|>", i):
             i = _skip_space(buffer, i + len("<|python_start|>"))
         if i >= len(buffer) or buffer[i] != "[":
@@ -137,9 +142,6 @@ class PythonicParser(ToolParser):
         calls = _python_calls(buffer[i:end])
         if calls is None:
             return None
-        rest = _skip_space(buffer, end)
-        if buffer.startswith("<|python_end|>", rest):
-            end = rest + len("<|python_end|>")
         return calls, end
 
 

@@ -1,0 +1,96 @@
+"""Tool-call and reasoning parsers on canned outputs of each model family, whole and streamed in
+random chunk splits: the streamed result equals the whole one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dynamo_lite.frontend.tools import Parsed, ParsedCall, new_reasoning_parser, new_tool_parser
+from dynamo_lite.frontend.tools.render import render_call
+
+PARIS = ParsedCall("get_weather", '{"city": "Paris"}')
+TRICKY = ParsedCall("search", '{"q": "a } ] ) \\" b", "n": [1, 2]}')
+CANNED = [
+    ("hermes", 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+     "Let me look.\n", [PARIS]),
+    ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>\n<tool_call>'
+               '{"name": "search", "arguments": {"q": "a } ] ) \\" b", "n": [1, 2]}}</tool_call>', "", [PARIS, TRICKY]),
+    ("hermes", "No tools < needed here.", "No tools < needed here.", []),
+    ("hermes", '<tool_call>{"name": broken json</tool_call>', '<tool_call>{"name": broken json</tool_call>', []),
+    ("llama3_json", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}', "", [PARIS]),
+    ("llama3_json", '{"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "search", "parameters": '
+                    '{"q": "a } ] ) \\" b", "n": [1, 2]}}', "", [PARIS, TRICKY]),
+    ("llama3_json", "The weather is {unknown}.", "The weather is {unknown}.", []),
+    ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "search", '
+                '"arguments": {"q": "a } ] ) \\" b", "n": [1, 2]}}]', "", [PARIS, TRICKY]),
+    ("mistral", 'Sure.[TOOL_CALLS]get_weather{"city": "Paris"}', "Sure.", [PARIS]),
+    ("mistral", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', "", [PARIS]),
+    ("mistral", "Plain [answer] without calls.", "Plain [answer] without calls.", []),
+    ("pythonic", '[get_weather(city="Paris"), search(q=\'a } ] ) " b\', n=[1, 2])]', "", [PARIS, TRICKY]),
+    ("pythonic", '<|python_start|>[get_weather(city="Paris")]<|python_end|>', "", [PARIS]),
+    ("pythonic", "[1, 2] is a list, not a call.", "[1, 2] is a list, not a call.", []),
+]
+
+
+def whole(name: str, text: str) -> Parsed:
+    parser = new_tool_parser(name)
+    return parser.feed(text).add(parser.finish())
+
+
+def streamed(name: str, chunks: list[str]) -> Parsed:
+    parser = new_tool_parser(name)
+    out = Parsed()
+    for chunk in chunks:
+        out.add(parser.feed(chunk))
+    return out.add(parser.finish())
+
+
+def split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+@pytest.mark.parametrize(("name", "text", "content", "calls"), CANNED)
+def test_canned_outputs(name: str, text: str, content: str, calls: list[ParsedCall]) -> None:
+    out = whole(name, text)
+    assert out.content == content and out.calls == calls
+    assert [json.loads(c.arguments) for c in out.calls] == [json.loads(c.arguments) for c in calls]
+
+
+@pytest.mark.parametrize(("name", "text", "content", "calls"), CANNED)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_streamed_in_any_split_equals_whole(name: str, text: str, content: str, calls: list[ParsedCall],
+                                            cuts: list[int]) -> None:  # fmt: skip
+    out = streamed(name, split(text, cuts))
+    assert out.content == content and out.calls == calls
+
+
+@pytest.mark.parametrize("name", ["hermes", "llama3_json", "mistral", "pythonic"])
+def test_rendered_history_calls_parse_back(name: str) -> None:
+    """A call written into the prompt (tools/render.py) is what the parser of that format reads."""
+    text = render_call("get_weather", '{"city": "Paris"}', name)
+    assert whole(name, text).calls == [PARIS]
+
+
+@given(cuts=st.lists(st.integers(min_value=0, max_value=100), max_size=8))
+@settings(max_examples=80, deadline=None)
+def test_reasoning_in_any_split(cuts: list[int]) -> None:
+    for name, text, reasoning, content in [
+        ("deepseek_r1", "<think>Hmm, </think maybe.</think>The answer.", "Hmm, </think maybe.", "The answer."),
+        ("deepseek_r1", "Thinking without the opening tag</think>Done", "Thinking without the opening tag", "Done"),
+        ("deepseek_r1", "Still thinking", "Still thinking", ""),
+        ("qwen3", "<think>Plan.</think>\nResult", "Plan.", "\nResult"),
+        ("qwen3", "No thinking at all", "", "No thinking at all"),
+    ]:
+        parser = new_reasoning_parser(name)
+        got_r, got_c = "", ""
+        for chunk in [*split(text, cuts)]:
+            r, c = parser.feed(chunk)
+            got_r, got_c = got_r + r, got_c + c
+        r, c = parser.finish()
+        assert (got_r + r, got_c + c) == (reasoning, content), (name, text)
