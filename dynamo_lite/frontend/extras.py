@@ -63,6 +63,10 @@ async def model_card(request: web.Request) -> web.Response:
     return json_response(card(spec.name, spec.max_model_len))
 
 
+def _strict(request: web.Request) -> bool:
+    return request.app[STATE].config.frontend.strict_request_fields
+
+
 def _tokenizer(request: web.Request, model: str | None) -> tuple[ModelTokenizer, int]:
     state = request.app[STATE]
     name = model if model is not None else next(iter(state.models), None)
@@ -72,7 +76,7 @@ def _tokenizer(request: web.Request, model: str | None) -> tuple[ModelTokenizer,
 
 
 async def tokenize(request: web.Request) -> web.Response:
-    body = parse_body(await request.read(), TokenizeRequest)
+    body = parse_body(await request.read(), TokenizeRequest, _strict(request))
     tok, max_len = _tokenizer(request, body.model)
     if (body.prompt is None) == (body.messages is None):
         raise ApiError(400, "Give exactly one of 'prompt' and 'messages'.", param="prompt", code="invalid_value")
@@ -91,7 +95,7 @@ async def tokenize(request: web.Request) -> web.Response:
 
 
 async def detokenize(request: web.Request) -> web.Response:
-    body = parse_body(await request.read(), DetokenizeRequest)
+    body = parse_body(await request.read(), DetokenizeRequest, _strict(request))
     tok, _ = _tokenizer(request, body.model)
     return json_response({"prompt": tok.decode(body.tokens)})
 

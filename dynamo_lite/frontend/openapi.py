@@ -212,7 +212,7 @@ def build_document(models: Sequence[str], *, bearer_auth: bool = False, strict: 
         for request in _GENERATION:
             schemas[request.__name__]["properties"]["model"]["enum"] = list(models)
     if not strict:
-        for request in _GENERATION:
+        for request in _REQUESTS:
             schemas[request.__name__].pop("additionalProperties", None)
     doc: dict[str, Any] = {
         "openapi": OPENAPI_VERSION,
