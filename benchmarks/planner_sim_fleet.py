@@ -3,21 +3,23 @@
 Each worker is the mock engine's pure core (`Scheduler` over a `BlockPool`, one
 `RooflineTiming` pass at a time) in virtual time, so what it does is what a mock
 worker does, only without sockets and wall-clock pacing. Around them, what the
-cluster does:
-- aggregated: a request goes to the worker with the lowest router cost
-  (prompt blocks still to compute there + blocks in use: the router's formula,
-  with a perfect index read from each worker's cache);
-- disaggregated: a request's prefill goes on a global FIFO queue that prefill
-  workers pull from (at most `prefill_concurrency` jobs each, like the agent);
-  when it is done, the request goes to the decode worker of lowest cost with
-  `remote_kv`, whose scheduler waits out the KV transfer and then decodes.
-  TTFT is the decode side's first token, as the client sees it;
+cluster does, in the frontend's order:
+- route: a request goes to the aggregated or decode worker of lowest router
+  cost (prompt blocks still to compute there + blocks in use: the router's
+  formula, with a perfect index read from each worker's cache);
+- decide where prefill runs: the frontend's own function
+  (`dynamo_lite.frontend.disagg.decide`) on the chosen worker's role, the live
+  prefill workers, the uncached tokens there and the prefill queue's depth.
+  Remote: the job goes on a global FIFO queue that prefill workers pull from
+  (at most `prefill_concurrency` each, like the agent); when done, the chosen
+  worker (or, if it left meanwhile, the cheapest other: a migration) gets the
+  request with `remote_kv`, waits out the KV transfer and decodes. Local: the
+  chosen worker computes the prompt itself. TTFT is the first token on the
+  decode side, as the client sees it;
 - scaling: a new worker serves after `startup_s`; a removed worker takes no new
   work, finishes what it has (drain), then stops. Replica-seconds count from a
   worker's start request to its stop.
-`Fleet.observe()` builds the planner's `Observation` (queue depth, decode load
-reports, traffic over the last interval: arrival rate, and lengths and latencies
-of the requests finished in it); `Fleet.scale()` applies a decision.
+`Fleet.observe()` builds the planner's `Observation`; `Fleet.scale()` applies a decision.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from dataclasses import dataclass, field
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig
 from dynamo_lite.engines.mock.sequence import RemoteKv, Sequence
 from dynamo_lite.engines.mock.timing import RooflineTiming
+from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide, decide_before_queue
+from dynamo_lite.protocol import Role
 from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
 
 TRACE_BLOCK = 512  # tokens per Mooncake hash id
+ALWAYS_REMOTE = DisaggPolicy(max_local_prefill_tokens=-1, max_prefill_queue=1 << 30)  # plain disaggregation
 
 
 @dataclass
@@ -45,12 +50,16 @@ class Request:
     first_token_at: float | None = None
     done_at: float | None = None
     itl_s: float | None = None
+    worker: Worker | None = None  # the routed (aggregated or decode) worker
+    reason: Reason | None = None  # where prefill ran
+    eligible: bool = False  # long and uncached enough for the prefill pool (if its queue had room)
+    cached_tokens: int = 0  # prompt tokens the prefilling engine found cached
 
 
 @dataclass
 class Worker:
     wid: int
-    role: str  # "aggregated", "prefill" or "decode"
+    role: Role
     sched: Scheduler
     requested_at: float  # when it was asked for (replica-seconds start)
     ready_at: float
@@ -70,27 +79,28 @@ class FleetConfig:
     timing: RooflineTiming = field(default_factory=RooflineTiming)
     startup_s: float = 30.0  # from a scale-up decision to the worker serving
     prefill_concurrency: int = 4  # prefill jobs one prefill worker runs at once (the agent's)
+    disagg: DisaggPolicy = ALWAYS_REMOTE  # the frontend's conditional-disaggregation settings
 
 
 class Fleet:
-    def __init__(self, config: FleetConfig, aggregated: bool, prefill: int, decode: int) -> None:
+    def __init__(self, config: FleetConfig, prefill: int = 0, decode: int = 0, aggregated: int = 0) -> None:
         self.config = config
-        self.aggregated = aggregated
         self.now = 0.0
         self.workers: list[Worker] = []
         self.queue: deque[Request] = deque()  # the global prefill queue
         self.finished: list[Request] = []
+        self.migrations = 0
         self._events: list[tuple[float, int, str, object]] = []
         self._n = itertools.count()
         self._ids = itertools.count()
-        self._owner: dict[str, tuple[Worker, Request, bool]] = {}  # seq id -> (worker, request, is_prefill)
+        self._owner: dict[str, tuple[Request, bool]] = {}  # seq id -> (request, is_prefill)
         self._window: list[Request] = []  # finished since the last observe()
+        self._arrivals: list[Request] = []  # arrived since the last observe()
         self._last_observe = 0.0
-        self._arrived = 0  # since the last observe()
-        for _ in range(prefill if not aggregated else 0):
-            self._add("prefill", ready_at=0.0)
-        for _ in range(decode):
-            self._add("aggregated" if aggregated else "decode", ready_at=0.0)
+        self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
+        for role, n in ((Role.PREFILL, prefill), (Role.DECODE, decode), (Role.AGGREGATED, aggregated)):
+            for _ in range(n):
+                self._add(role, ready_at=0.0)
 
     # --- events ---------------------------------------------------------------------
     def at(self, t: float, kind: str, payload: object = None) -> None:
@@ -108,32 +118,26 @@ class Fleet:
                 w.wake_at = None
                 self._kick(w)
             elif kind == "ready":
-                self._ready(payload)  # type: ignore[arg-type]
-            elif kind == "retry_arrival":
-                self._arrive(payload, retry=True)  # type: ignore[arg-type]
+                self._pull(payload)  # type: ignore[arg-type]
+            elif kind == "retry_route":
+                self._route(payload)  # type: ignore[arg-type]
             elif kind == "retry_decode":
-                self._to_decode(payload, remote=True)  # type: ignore[arg-type]
+                self._decode_after_prefill(payload)  # type: ignore[arg-type]
         self.now = max(self.now, t)
 
     def pending(self) -> bool:
         return bool(self._events) or any(w.sched.has_work() for w in self.workers if w.stopped_at is None)
 
     # --- workers ----------------------------------------------------------------------
-    def _add(self, role: str, ready_at: float) -> Worker:
+    def _add(self, role: Role, ready_at: float) -> Worker:
         w = Worker(next(self._ids), role, Scheduler(self.config.sched), requested_at=self.now, ready_at=ready_at)
         self.workers.append(w)
         if ready_at > self.now:
             self.at(ready_at, "ready", w)
         return w
 
-    def _ready(self, w: Worker) -> None:
-        if w.role == "prefill":
-            self._pull(w)
-
-    def _pool_role(self, pool: Pool) -> str:
-        if pool is Pool.PREFILL:
-            return "prefill"
-        return "aggregated" if self.aggregated else "decode"
+    def _pool_role(self, pool: Pool) -> Role:
+        return Role.PREFILL if pool is Pool.PREFILL else self.decode_role
 
     def counted(self, pool: Pool) -> list[Worker]:
         """Workers the planner counts: serving or starting, not draining."""
@@ -152,23 +156,36 @@ class Fleet:
 
     def _maybe_stop(self, w: Worker) -> None:
         if w.draining and w.stopped_at is None and not w.busy and not w.sched.has_work():
-            w.stopped_at = self.now
+            w.stopped_at = self.now  # like the agent: a request still in remote prefill for it then migrates
 
-    def _live(self, role: str) -> list[Worker]:
-        return [w for w in self.workers if w.role == role and w.serving and w.ready_at <= self.now]
+    def live(self, *roles: Role) -> list[Worker]:
+        return [w for w in self.workers if w.role in roles and w.serving and w.ready_at <= self.now]
 
     # --- requests -------------------------------------------------------------------------
-    def _arrive(self, req: Request, retry: bool = False) -> None:
-        self._arrived += 0 if retry else 1
-        if self.aggregated:
-            self._to_decode(req, remote=False)
-        else:
+    def _arrive(self, req: Request) -> None:
+        self._arrivals.append(req)
+        self._route(req)
+
+    def _route(self, req: Request) -> None:
+        candidates = self.live(Role.DECODE, Role.AGGREGATED)
+        if not candidates:  # nothing serving: wait for the first worker to come up
+            self.at(self.now + 1.0, "retry_route", req)
+            return
+        w = min(candidates, key=lambda c: (self._cost(c, req), c.wid))
+        req.worker = w
+        uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
+        prefill_workers = len(self.live(Role.PREFILL))
+        req.eligible = decide_before_queue(w.role, prefill_workers, uncached, self.config.disagg) is None
+        req.reason = decide(w.role, prefill_workers, uncached, len(self.queue), self.config.disagg)
+        if req.reason is Reason.REMOTE:
             self.queue.append(req)
             # Every idle slot of every prefill worker has a pull waiting; the least busy worker's is served first.
-            for w in sorted(self._live("prefill"), key=lambda w: (self._in_hand(w), w.wid)):
-                self._pull(w, limit=1)
-            for w in self._live("prefill"):
-                self._pull(w)
+            for p in sorted(self.live(Role.PREFILL), key=lambda p: (self._in_hand(p), p.wid)):
+                self._pull(p, limit=1)
+            for p in self.live(Role.PREFILL):
+                self._pull(p)
+        else:
+            self._submit(w, self._seq(req, req.osl), req, is_prefill=False)
 
     def _seq(self, req: Request, max_tokens: int) -> Sequence:
         return Sequence(request_id=f"{req.rid}-{next(self._n)}", prompt=[1] * req.isl, max_tokens=max_tokens,
@@ -179,8 +196,8 @@ class Fleet:
 
     def _pull(self, w: Worker, limit: int | None = None) -> None:
         pulled = 0
-        while self.queue and w.serving and w.ready_at <= self.now and (limit is None or pulled < limit) and \
-                self._in_hand(w) < self.config.prefill_concurrency:
+        while self.queue and w.role == Role.PREFILL and w.serving and w.ready_at <= self.now and \
+                (limit is None or pulled < limit) and self._in_hand(w) < self.config.prefill_concurrency:
             pulled += 1
             req = self.queue.popleft()
             seq = self._seq(req, 1)
@@ -192,20 +209,22 @@ class Fleet:
         waiting = sum(len(s.prompt) for s in w.sched.waiting) // self.config.sched.block_size
         return (len(req.hashes) - hits) + w.sched.pool.num_used_blocks + waiting
 
-    def _to_decode(self, req: Request, remote: bool) -> None:
-        candidates = self._live("aggregated" if self.aggregated else "decode")
-        if not candidates:  # nothing serving: wait for the first worker to come up
-            self.at(self.now + 1.0, "retry_arrival" if self.aggregated else "retry_decode", req)
-            return
-        w = min(candidates, key=lambda c: (self._cost(c, req), c.wid))
+    def _decode_after_prefill(self, req: Request) -> None:
+        w = req.worker
+        if w is None or not w.serving:  # the routed worker left while prefill ran: the frontend migrates
+            candidates = self.live(Role.DECODE, Role.AGGREGATED)
+            if not candidates:
+                self.at(self.now + 1.0, "retry_decode", req)
+                return
+            self.migrations += 1
+            w = req.worker = min(candidates, key=lambda c: (self._cost(c, req), c.wid))
         seq = self._seq(req, req.osl)
-        if remote:
-            seq.remote_kv = RemoteKv(num_tokens=req.isl, engine_id="prefill")
+        seq.remote_kv = RemoteKv(num_tokens=req.isl, engine_id="prefill")
         self._submit(w, seq, req, is_prefill=False)
 
     def _submit(self, w: Worker, seq: Sequence, req: Request, is_prefill: bool) -> None:
         w.sched.add(seq)
-        self._owner[seq.request_id] = (w, req, is_prefill)
+        self._owner[seq.request_id] = (req, is_prefill)
         self._kick(w)
 
     # --- passes ------------------------------------------------------------------------------
@@ -213,6 +232,10 @@ class Fleet:
         if w.busy or w.stopped_at is not None or not w.sched.has_work():
             return
         plan = w.sched.schedule(self.now)
+        for seq in plan.admitted:
+            req, is_prefill = self._owner[seq.request_id]
+            if is_prefill or seq.remote_kv is None:  # the engine that computes the prompt
+                req.cached_tokens = seq.num_local_cached
         if plan.empty:
             ready = w.sched.next_kv_ready_at()
             if ready is not None and (w.wake_at is None or ready < w.wake_at):
@@ -227,14 +250,13 @@ class Fleet:
         for out in w.sched.finish_step(plan, self.now):
             if out.finish_reason is None:
                 continue
-            _, req, is_prefill = self._owner.pop(out.seq.request_id)
+            req, is_prefill = self._owner.pop(out.seq.request_id)
             if is_prefill:
-                self._to_decode(req, remote=True)
+                self._decode_after_prefill(req)
             else:
                 self._finish(req, out.seq)
         w.sched.pool.take_events()
-        if w.role == "prefill":
-            self._pull(w)
+        self._pull(w)
         self._kick(w)
         self._maybe_stop(w)
 
@@ -249,20 +271,31 @@ class Fleet:
 
     # --- what the planner sees ---------------------------------------------------------------------
     def observe(self) -> Observation:
+        """What the planner's observer reads: queue depth, decode load reports, and the frontend's metrics
+        over the interval (arrivals: rate, prompt lengths, remote share; finished: OSL, latencies, cache hits)."""
         dt = max(1e-9, self.now - self._last_observe)
         window, self._window, self._last_observe = self._window, [], self.now
-        arrived, self._arrived = self._arrived, 0
-        traffic = Traffic(request_rate=arrived / dt) if arrived else None
-        if window:  # lengths and latencies of the requests finished in the interval, as the frontend's metrics
-            traffic = Traffic(request_rate=arrived / dt, isl=sum(r.isl for r in window) / len(window),
-                              osl=sum(r.osl for r in window) / len(window),
+        arrived, self._arrivals = self._arrivals, []
+        traffic = None
+        if arrived:
+            n = len(arrived)
+            traffic = Traffic(request_rate=n / dt, isl=sum(r.isl for r in arrived) / n,
+                              isl_dist=tuple((float(r.isl), 1 / n) for r in arrived),
+                              remote_share=sum(r.eligible for r in arrived) / n)
+        if arrived and window:
+            prompt = sum(r.isl for r in window)
+            traffic = Traffic(request_rate=traffic.request_rate, isl=traffic.isl, isl_dist=traffic.isl_dist,  # type: ignore[union-attr]
+                              remote_share=traffic.remote_share, osl=sum(r.osl for r in window) / len(window),  # type: ignore[union-attr]
                               ttft_s=sum(r.first_token_at - r.arrival for r in window) / len(window),  # type: ignore[operator]
-                              itl_s=sum(r.itl_s for r in window) / len(window))  # type: ignore[misc]
+                              itl_s=sum(r.itl_s for r in window) / len(window),  # type: ignore[misc]
+                              cached_share=sum(r.cached_tokens for r in window) / prompt if prompt else None)
         decode = tuple(DecodeLoad(str(w.wid), w.sched.pool.usage, w.sched.num_waiting, w.sched.num_running)
-                       for w in self._live("aggregated" if self.aggregated else "decode"))
-        in_flight = sum(len(w.sched.running) + len(w.sched.waiting) for w in self._live("prefill"))
-        return Observation(prefill_queue=None if self.aggregated else len(self.queue),
-                           prefill_in_flight=None if self.aggregated else in_flight, decode=decode, traffic=traffic)
+                       for w in self.live(self.decode_role))
+        prefill = self.live(Role.PREFILL)
+        in_flight = sum(self._in_hand(w) for w in prefill)
+        has_prefill = any(w.role == Role.PREFILL for w in self.workers)
+        return Observation(prefill_queue=len(self.queue) if has_prefill else None,
+                           prefill_in_flight=in_flight if has_prefill else None, decode=decode, traffic=traffic)
 
     def replica_seconds(self, until: float) -> float:
         return sum((w.stopped_at if w.stopped_at is not None else until) - w.requested_at for w in self.workers)

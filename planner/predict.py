@@ -47,7 +47,7 @@ class LastValue:
 
 @dataclass(frozen=True, slots=True)
 class KalmanConfig:
-    accel_noise: float = 1e-6  # spectral density of the slope's random walk, relative to the level squared (1/s^3)
+    accel_noise: float = 3e-7  # spectral density of the slope's random walk, relative to the level squared (1/s^3)
     observation_noise: float = 0.05  # relative noise of a sample when the caller gives no variance (std / level)
     floor: float = 0.1  # level below which the relative noises are taken at this level (a quiet signal)
 

@@ -1,21 +1,23 @@
-"""SLA-based policy: the replicas each pool needs to meet TTFT and ITL targets.
+"""SLA-based policy: the replicas each pool needs to meet TTFT and ITL targets, planned ahead.
 
-From the observed request rate, input and output lengths (frontend metrics) and
-the engine's profile:
-- prefill: one replica serves `throughput(isl)` prompt tokens/s; a request waits
-  in the queue as in an M/D/1 queue, W = rho * s / (2 (1 - rho)) with service
-  time s = isl / throughput. TTFT = lone-request TTFT + W must stay within the
-  target, which caps the utilisation rho; replicas = rate * s / rho_max.
-- decode: at context isl + osl/2 the profile gives the output tokens/s one
-  replica sustains with ITL within the target; replicas = rate * osl / that,
-  and at least enough KV cache for the sequences in flight (Little's law, at
-  the observed ITL, or the target before any is observed).
-Correction factors, observed over predicted TTFT and ITL (smoothed, clamped),
-absorb what the profile misses (KV transfer, prefix hits, routing): a pool whose
-latency runs above its prediction gets sized as if the engine were slower. The
-TTFT correction is not updated while the prefill queue is backed up (more than
-one pending job per replica): a backlog's wait is transient, not model error.
-No traffic proposes zero (the planner then keeps the pools at their minimums).
+Every tick, from the frontend's traffic over the last interval:
+1. the request rate goes into a load predictor (planner/predict.py); the
+   lengths (the prompt-length distribution of the interval's requests, mean
+   output length, cached share, remote-prefill share) replace the last ones;
+2. corrections: observed over predicted TTFT and ITL, smoothed and clamped,
+   scale the profile's service times (they absorb what the profile misses: KV
+   transfer, routing, the interference of local prefills). The TTFT correction
+   is not updated while the prefill queue is backed up (more than one pending
+   job per replica): a backlog's wait is transient, not model error;
+3. sizing (planner/sizing.py) at two rates:
+   - up: the rate predicted `startup_s` ahead (or the current one if higher):
+     a worker asked for now serves only then;
+   - keep: the highest rate predicted over the next `startup_s`, plus
+     `down_headroom`: a worker removed now cannot be back sooner.
+   A pool grows to `up`; it shrinks only to what `keep` still fits.
+No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
+their minimums. Nothing here can become NaN: rates and predictions are clamped
+to finite values >= 0.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from planner.predict import KalmanPredictor, Predictor
 from planner.profile import EngineProfile
+from planner.sizing import Needs, Targets, Workload, needs, predicted_ttft_s
 from planner.types import Observation, Pool, Proposal, Replicas, Traffic
 
 
@@ -33,111 +37,109 @@ class SlaPolicyConfig:
     itl_target_s: float
     max_utilization: float = 0.9  # prefill replicas are never planned busier than this
     kv_headroom: float = 0.9  # fraction of a replica's KV cache the plan may fill
-    smoothing: float = 0.3  # weight of the newest sample in the rate, length and correction averages
+    smoothing: float = 0.3  # weight of the newest sample in the output-length and correction averages
     correction_min: float = 0.5
     correction_max: float = 3.0
+    startup_s: float = 30.0  # a new worker serves this long after it is asked for: scale up for then
+    down_headroom: float = 0.2  # shrink only if the predicted peak over the next startup_s, + this share, fits
+    prefill_pool: bool = True  # False: aggregated workers only; every prefill runs on the decode pool
+    react_to_measured: bool = False  # scale up at once for a measured rate above the prediction (a burst's onset)
 
 
 class SlaPolicy:
     name = "sla"
 
-    def __init__(self, config: SlaPolicyConfig, profile: EngineProfile) -> None:
+    def __init__(self, config: SlaPolicyConfig, profile: EngineProfile, predictor: Predictor | None = None) -> None:
         self.config = config
         self.profile = profile
+        self.predictor: Predictor = predictor if predictor is not None else KalmanPredictor()
         self.prefill_correction = 1.0
         self.decode_correction = 1.0
-        self._rate: float | None = None
-        self._isl: float | None = None
-        self._osl: float | None = None
+        self.workload: Workload | None = None
+        self.rate = 0.0  # the last measured rate
         self._itl: float | None = None
+        self._last_tick: float | None = None
+        self._targets = Targets(config.ttft_target_s, config.itl_target_s, config.max_utilization, config.kv_headroom)
 
     def propose(self, obs: Observation, current: Replicas, now: float) -> dict[Pool, Proposal]:
         t = obs.traffic
-        if t is None or t.request_rate <= 0:
-            self._rate = None
+        dt = now - self._last_tick if self._last_tick is not None and now > self._last_tick else None
+        self._last_tick = now
+        rate = t.request_rate if t is not None and math.isfinite(t.request_rate) and t.request_rate > 0 else 0.0
+        self.rate = rate
+        self.predictor.observe(now, rate, max(rate, 0.1) / dt if dt else None)  # Poisson noise of a count
+        if rate == 0.0:
             idle = Proposal(0, "no traffic")
             return {Pool.PREFILL: idle, Pool.DECODE: idle}
-        self._remember(t)
-        if self._isl is None or self._osl is None:
+        assert t is not None
+        self._remember(t, current)
+        if self.workload is None:
             keep = "lengths not measured yet"
             return {Pool.PREFILL: Proposal(current.prefill, keep), Pool.DECODE: Proposal(current.decode, keep)}
         self._correct(obs, t, current)
-        return {Pool.PREFILL: self._prefill(), Pool.DECODE: self._decode()}
+        c = self.config
+        now_rate = self.predictor.predict(now)
+        ahead = self.predictor.predict(now + c.startup_s)
+        steps = max(1, math.ceil(c.startup_s / 5))
+        peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
+        up = self._needs(max(ahead, now_rate, rate if self.config.react_to_measured else 0.0))
+        keep = self._needs(peak * (1 + c.down_headroom))
+        seen = f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}s {ahead:.2f}, peak {peak:.2f}): "
+        return {
+            Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill),
+            Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode),
+        }
 
-    def _remember(self, t: Traffic) -> None:
-        a = self.config.smoothing
-        self._rate = t.request_rate if self._rate is None else a * t.request_rate + (1 - a) * self._rate
-        if t.isl is not None:
-            self._isl = t.isl if self._isl is None else a * t.isl + (1 - a) * self._isl
-        if t.osl is not None:
-            self._osl = t.osl if self._osl is None else a * t.osl + (1 - a) * self._osl
+    def _needs(self, rate: float) -> Needs:
+        assert self.workload is not None
+        return needs(self.profile, self.workload, rate, self._targets, self.prefill_correction,
+                     self.decode_correction, self._itl)
+
+    def _remember(self, t: Traffic, current: Replicas) -> None:
+        a, old = self.config.smoothing, self.workload
         if t.itl_s is not None:
             self._itl = t.itl_s if self._itl is None else a * t.itl_s + (1 - a) * self._itl
-
-    # --- prefill -------------------------------------------------------------------
-    def _service_s(self) -> float:
-        assert self._isl is not None
-        return self._isl / self.profile.prefill_throughput_tps(self._isl)
+        dist = t.isl_dist or (((t.isl, 1.0),) if t.isl is not None else old.isl_dist if old else ())
+        osl = t.osl if t.osl is not None else old.osl if old else None
+        if not dist or osl is None:
+            return
+        if old is not None:  # the output length is a mean over few requests: smooth it
+            osl = a * osl + (1 - a) * old.osl
+        cached = t.cached_share if t.cached_share is not None else old.cached_share if old else 0.0
+        remote = t.remote_share if t.remote_share is not None else old.remote_share if old else 1.0
+        if not self.config.prefill_pool:
+            remote = 0.0
+        self.workload = Workload(dist, osl, min(max(cached, 0.0), 1.0), min(max(remote, 0.0), 1.0))
 
     def predicted_ttft_s(self, rate: float, replicas: int) -> float | None:
-        """Lone-request TTFT plus the M/D/1 queueing wait; None when the pool is saturated."""
-        assert self._isl is not None
-        s = self._service_s()
-        rho = rate * s / replicas if replicas > 0 else math.inf
-        if rho >= 1:
-            return None
-        return self.profile.prefill_ttft_s(self._isl) + rho * s / (2 * (1 - rho))
+        """Mean TTFT of remote prefills at `rate` on `replicas` prefill workers (None: saturated)."""
+        assert self.workload is not None
+        return predicted_ttft_s(self.profile, self.workload, rate, replicas, self.config.ttft_target_s)
 
-    def _prefill(self) -> Proposal:
-        c, rate, isl = self.config, self._rate or 0.0, self._isl or 0.0
-        s = self._service_s() * self.prefill_correction
-        slack = c.ttft_target_s - self.profile.prefill_ttft_s(isl) * self.prefill_correction
-        if slack <= 0:
-            rho, note = 0.5, "; TTFT target below a lone request's TTFT: sized at 50% utilisation"
-        else:
-            rho, note = min(c.max_utilization, 2 * slack / (s + 2 * slack)), ""
-        want = math.ceil(rate * s / rho - 1e-9)
-        return Proposal(want, f"rate {rate:.2f}/s x isl {isl:.0f} needs {rate * s:.2f} replica-loads at "
-                              f"<= {rho:.0%} (ttft corr {self.prefill_correction:.2f}){note}")
-
-    # --- decode ----------------------------------------------------------------------
-    def _context(self) -> float:
-        assert self._isl is not None and self._osl is not None
-        return self._isl + self._osl / 2
-
-    def _decode(self) -> Proposal:
-        c, rate, osl, isl = self.config, self._rate or 0.0, self._osl or 0.0, self._isl or 0.0
-        itl = c.itl_target_s / self.decode_correction
-        per_replica = self.profile.decode_throughput_at_itl(self._context(), itl)
-        note = ""
-        if per_replica <= 0:
-            per_replica = min(p.throughput_tps for p in self.profile.decode)
-            note = "; ITL target below the engine's best: sized at lowest concurrency"
-        want = math.ceil(rate * osl / per_replica - 1e-9)
-        cap = self.profile.kv_capacity_tokens * c.kv_headroom
-        if cap > 0:
-            itl_now = min(self._itl or c.itl_target_s, c.itl_target_s)
-            in_flight = rate * osl * itl_now  # Little's law: sequences decoding at once
-            want_kv = math.ceil(in_flight * (isl + osl) / cap - 1e-9)
-            if want_kv > want:
-                want, note = want_kv, note + f"; KV cache for {in_flight:.0f} sequences needs {want_kv}"
-        return Proposal(want, f"rate {rate:.2f}/s x osl {osl:.0f} at {per_replica:.0f} tok/s/replica "
-                              f"within itl {itl * 1000:.1f} ms (itl corr {self.decode_correction:.2f}){note}")
-
-    # --- corrections -------------------------------------------------------------------
     def _correct(self, obs: Observation, t: Traffic, current: Replicas) -> None:
+        assert self.workload is not None
         backlog = (obs.prefill_queue or 0) > current.prefill  # TTFT then measures the backlog, not the model
-        if t.ttft_s is not None and current.prefill > 0 and not backlog:
+        if t.ttft_s is not None and current.prefill > 0 and self.config.prefill_pool and not backlog:
             predicted = self.predicted_ttft_s(t.request_rate, current.prefill)
             if predicted:
                 self.prefill_correction = self._blend(self.prefill_correction, t.ttft_s / predicted)
         running = [w.running for w in obs.decode if w.running > 0]
         if t.itl_s is not None and running:
-            predicted = self.profile.decode_itl_s(self._context(), sum(running) / len(running))
+            w = self.workload
+            predicted = self.profile.decode_itl_s(w.mean_isl + w.osl / 2, sum(running) / len(running))
             if predicted > 0:
                 self.decode_correction = self._blend(self.decode_correction, t.itl_s / predicted)
 
     def _blend(self, old: float, sample: float) -> float:
         c = self.config
-        sample = min(c.correction_max, max(c.correction_min, sample))
+        sample = min(c.correction_max, max(c.correction_min, sample)) if math.isfinite(sample) else old
         return c.smoothing * sample + (1 - c.smoothing) * old
+
+
+def _plan(n: int, up: float, keep: float, why: str) -> Proposal:
+    want_up, want_keep = math.ceil(up - 1e-9), math.ceil(keep - 1e-9)
+    if want_up > n:
+        return Proposal(want_up, f"{why} -> {up:.2f} replicas ahead")
+    if want_keep < n:
+        return Proposal(max(want_keep, want_up), f"{why}; the peak ahead + headroom fits {want_keep}")
+    return Proposal(n, f"{why}; {n} kept for the peak ahead ({keep:.2f} with headroom)")

@@ -48,6 +48,9 @@ class Traffic:
     osl: float | None = None  # mean output tokens per request
     ttft_s: float | None = None  # mean time to first token
     itl_s: float | None = None  # mean inter-token latency
+    isl_dist: tuple[tuple[float, float], ...] = ()  # (prompt tokens, share of requests), shares sum to 1; () unknown
+    cached_share: float | None = None  # prompt tokens found cached / prompt tokens
+    remote_share: float | None = None  # requests whose prefill goes to the prefill pool (when it has room) / requests
 
 
 @dataclass(frozen=True, slots=True)
