@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from dynamo_lite.infra import free_port
 from dynamo_lite.docs.dashboards import all_queries
 from dynamo_lite.orchestrator.state import ClusterState
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -64,13 +64,15 @@ def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
 
-        queries = all_queries()
-        empty: list[tuple[str, str, str]] = queries
-        deadline = time.monotonic() + 60
-        while empty and time.monotonic() < deadline:
-            time.sleep(2)
-            empty = [(uid, title, expr) for uid, title, expr in empty if not query(prometheus, expr)]
-        assert not empty, "panels whose query returned nothing:\n" + "\n".join(f"{u} / {t}: {e}" for u, t, e in empty)
+        empty = all_queries()
+
+        def every_panel_has_data() -> bool:
+            empty[:] = [(uid, title, expr) for uid, title, expr in empty if not query(prometheus, expr)]
+            assert not empty, "panels whose query returned nothing:\n" + "\n".join(
+                f"{u} / {t}: {e}" for u, t, e in empty)
+            return True
+
+        eventually(every_panel_has_data, timeout=60, interval=2, what="data behind every dashboard query")
         targets = json.loads((tmp_path / "state" / "prometheus" / "targets.json").read_text())
         assert {g["labels"]["component"] for g in targets} == {"frontend", "planner", "supervisor", "engine", "worker"}
         assert len([g for g in targets if g["labels"]["component"] == "engine"]) == 3

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from dynamo_lite.orchestrator.state import ClusterState, pid_alive
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -42,15 +43,17 @@ def start_up(spec: Path) -> subprocess.Popen[str]:
 
 def child_pids(tmp_path: Path) -> list[int]:
     state = msgspec.json.decode((tmp_path / "state" / "cluster.json").read_bytes(), type=ClusterState)
-    assert {p.name for p in state.processes} == {"etcd", "nats-server"}
-    return [p.pid for p in state.processes]
+    assert {p.name for p in state.processes} == {"etcd", "nats-server", "supervisor"}
+    return [p.pid for p in state.processes if p.name != "supervisor"]  # the supervisor is `up` itself
 
 
-def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
-        time.sleep(0.1)
-    return [p for p in pids if pid_alive(p)]
+def wait_gone(pids: list[int], timeout_s: float, what: str = "the processes to exit") -> None:
+    def gone() -> bool:
+        alive = [p for p in pids if pid_alive(p)]
+        assert not alive, f"still running: {alive}"
+        return True
+
+    eventually(gone, timeout=timeout_s, what=what)
 
 
 def test_up_status_sigterm_leaves_no_process(tmp_path: Path) -> None:
@@ -68,7 +71,7 @@ def test_up_status_sigterm_leaves_no_process(tmp_path: Path) -> None:
 
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=30) == 0
-        assert wait_gone(pids, 5) == [], "SIGTERM stops every process `up` started"
+        wait_gone(pids, 5, "SIGTERM to stop every process `up` started")
         assert not (tmp_path / "state" / "cluster.json").exists()
     finally:
         up.kill()
@@ -84,7 +87,7 @@ def test_down_stops_the_cluster(tmp_path: Path) -> None:
         down = subprocess.run(orchestrator("down", "-f", str(spec)), capture_output=True, text=True, timeout=90)
         assert down.returncode == 0 and down.stdout.strip().endswith("stopped.")
         assert up.wait(timeout=10) == 0
-        assert wait_gone(pids, 5) == []
+        wait_gone(pids, 5)
         after = subprocess.run(orchestrator("status", "-f", str(spec)), capture_output=True, text=True, timeout=30)
         assert after.returncode == 1 and "no `orchestrator up` running" in after.stdout
     finally:
@@ -96,7 +99,7 @@ def test_killed_supervisor_takes_its_children_along(tmp_path: Path) -> None:
     pids = child_pids(tmp_path)
     os.kill(up.pid, signal.SIGKILL)
     up.wait()
-    assert wait_gone(pids, 10) == [], "children get SIGTERM from the kernel when the supervisor dies"
+    wait_gone(pids, 10, "the children to get SIGTERM from the kernel when the supervisor dies")
 
 
 def test_up_runs_worker_pools_and_stops_them_all(tmp_path: Path) -> None:
@@ -122,6 +125,6 @@ def test_up_runs_worker_pools_and_stops_them_all(tmp_path: Path) -> None:
         family = [c.pid for pid in agents for c in psutil.Process(pid).children(recursive=True)] + agents
         up.send_signal(signal.SIGTERM)
         assert up.wait(timeout=90) == 0
-        assert wait_gone(family + [p.pid for p in state.processes], 10) == [], "agents and engines all stopped"
+        wait_gone(family + [p.pid for p in state.processes], 10, "agents and engines all to stop")
     finally:
         up.kill()

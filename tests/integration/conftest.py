@@ -1,8 +1,9 @@
-"""Worker agents as real subprocesses, for the integration tests."""
+"""Fixtures of the integration tests: worker agents as real subprocesses, and the tiny model's
+tokenizer for mock fleets (the fleet harness itself is tests/integration/fleet.py)."""
 
 from __future__ import annotations
 
-import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ import pytest
 
 from dynamo_lite.discovery import WorkerWatcher
 from dynamo_lite.protocol import WorkerRecord
+from tests.waiting import eventually_async
 
 
 @dataclass
@@ -26,13 +28,12 @@ class AgentProcess:
         return watcher.workers[self.worker_id]  # type: ignore[index]
 
     async def wait_registered(self, watcher: WorkerWatcher, timeout_s: float) -> WorkerRecord:
-        async def registered() -> None:
-            while self.worker_id not in watcher.workers:
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"agent {self.worker_id} exited with {self.proc.returncode}:\n{self.tail()}")
-                await asyncio.sleep(0.2)
+        def registered() -> bool:
+            if self.proc.poll() is not None:
+                pytest.fail(f"agent {self.worker_id} exited with {self.proc.returncode}:\n{self.tail()}")
+            return self.worker_id in watcher.workers
 
-        await asyncio.wait_for(registered(), timeout_s)
+        await eventually_async(registered, timeout=timeout_s, interval=0.2, what=f"worker {self.worker_id} in etcd")
         return self.record(watcher)
 
     def tail(self, lines: int = 40) -> str:
@@ -83,3 +84,14 @@ def agent_processes() -> SimpleNamespace:
     """`spawn(log_dir, spec, pool, nats_url, etcd_url, worker_id, *extra)` and `stop(agents)`,
     for fixtures with a wider scope than `start_agent`."""
     return SimpleNamespace(spawn=spawn_agent, stop=stop_agents)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """builtin:tiny's tokenizer and chat template (weights are not needed by mock engines)."""
+    from dynamo_lite.engines.models.tiny import train_tokenizer
+
+    out = tmp_path_factory.mktemp("tiny")
+    train_tokenizer(out)
+    (out / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return out

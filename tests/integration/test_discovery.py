@@ -108,7 +108,7 @@ async def test_registration_and_watch_survive_etcd_restart(etcd_server: Embedded
         watcher.add_listener(changes.append)
 
         await etcd_server.stop()
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(1.5)  # the downtime is the fault
         await etcd_server.start()
 
         # A change made right after the restart must reach the watcher: it resumes from its revision.

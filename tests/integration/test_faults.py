@@ -16,30 +16,30 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-import openai
+import msgspec
 import pytest
+from nats.js.errors import NotFoundError
 
-from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
-from dynamo_lite.protocol import WorkerRecord
-from tests.integration.test_frontend import Fleet, metric, tiny_model, wait_until  # noqa: F401 - fixture
+from dynamo_lite.protocol import PrefillJob, WorkerRecord
+from dynamo_lite.queue import QueueSettings, connect_nats
+from dynamo_lite.queue.stream import consumer_name, stream_name
+from tests.integration.fleet import Fleet, metric
+from tests.integration.traffic import Traffic, summarize
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NS = "faults"
 RATE = 6.0  # requests per second
-MAX_TOKENS = 80
-TIMEOUT_S = 30.0  # a request not finished by then is lost
 MOCK = "mock: {speedup_ratio: 1, seed: 1}"
 POOLS = (f"  - {{name: prefill, role: prefill, engine: mock, model: m, {MOCK}}}\n"
          f"  - {{name: decode, role: decode, engine: mock, model: m, {MOCK}}}\n")
@@ -47,71 +47,6 @@ FRONTEND = ("{upstream_timeout_s: 3, max_migrations: 3, "
             "disaggregation: {max_local_prefill_tokens: 64, prefill_timeout_s: 8}}")
 LEASE_TTL_S = 3
 ROWS: list[dict] = []
-
-
-@dataclass
-class Outcome:
-    sent: float
-    ended: float | None = None
-    status: str = "pending"  # completed | error:<what> | lost:<why>
-
-
-@dataclass
-class Traffic:
-    """Sends streaming completions at `rate` per second from a thread of its own until stopped."""
-
-    url: str
-    rate: float
-    outcomes: list[Outcome] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(TIMEOUT_S + 15)
-        assert not self._thread.is_alive(), "the traffic thread did not finish"
-
-    async def _run(self) -> None:
-        client = openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=TIMEOUT_S)
-        rng = random.Random(7)
-        tasks: list[asyncio.Task] = []
-        start = time.monotonic()
-        while not self._stop.is_set():
-            prompt = [rng.randrange(1, 500) for _ in range(rng.randrange(120, 260))]
-            outcome = Outcome(time.monotonic())
-            self.outcomes.append(outcome)
-            tasks.append(asyncio.create_task(self._one(client, prompt, outcome)))
-            next_at = start + len(self.outcomes) / self.rate
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-        await asyncio.gather(*tasks)
-        await client.close()
-
-    async def _one(self, client: openai.AsyncOpenAI, prompt: list[int], outcome: Outcome) -> None:
-        try:
-            async with asyncio.timeout(TIMEOUT_S + 5):
-                stream = await client.completions.create(model="m", prompt=prompt, max_tokens=MAX_TOKENS, stream=True,
-                                                         stream_options={"include_usage": True})
-                finish, usage = None, None
-                async for chunk in stream:
-                    if chunk.choices and chunk.choices[0].finish_reason:
-                        finish = chunk.choices[0].finish_reason
-                    usage = chunk.usage or usage
-            if finish == "length" and usage is not None and usage.completion_tokens == MAX_TOKENS:
-                outcome.status = "completed"
-            else:
-                outcome.status = f"lost:malformed (finish {finish}, usage {usage})"
-        except TimeoutError:
-            outcome.status = "lost:timeout"
-        except openai.APIStatusError as e:
-            outcome.status = f"error:{e.status_code}"
-        except openai.APIError as e:  # an SSE error event, or a refused/reset connection
-            outcome.status = f"error:{type(e).__name__}"
-        outcome.ended = time.monotonic()
 
 
 @dataclass
@@ -134,25 +69,18 @@ class FaultFleet:
                  "--etcd-url", self.etcd.url, "--port", str(self.frontend_port)], stdout=out, stderr=subprocess.STDOUT)
 
     def records(self) -> dict[str, WorkerRecord]:
-        async def read() -> dict[str, WorkerRecord]:
-            async with etcd_client(self.etcd.url) as c:
-                w = WorkerWatcher(c, NS)
-                await w.start()
-                await w.stop()
-                return dict(w.workers)
-
-        return asyncio.run(read())
+        return self.fleet.records()
 
     def workers(self) -> dict[str, int]:
         return self.fleet.health().get("models", {}).get("m", {})
 
     def wait_workers(self, prefill: int, decode: int, timeout_s: float = 60) -> None:
-        wait_until(lambda: (self.workers().get("prefill"), self.workers().get("decode")) == (prefill, decode),
-                   timeout_s, f"{prefill} prefill + {decode} decode workers in the frontend's view")
+        eventually(lambda: (self.workers().get("prefill"), self.workers().get("decode")) == (prefill, decode),
+                   timeout=timeout_s, what=f"{prefill} prefill + {decode} decode workers in the frontend's view")
 
-    def kill_worker(self, worker_id: str) -> None:
+    def kill_worker(self, worker_id: str, engine_pid: int | None = None) -> None:
         """SIGKILL the agent and its engine (a machine gone), and forget it."""
-        engine_pid = self.records()[worker_id].pid
+        engine_pid = engine_pid or self.records()[worker_id].pid
         agent = self.fleet.agents.pop(worker_id)
         os.kill(agent.proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
         os.kill(engine_pid, signal.SIGKILL)
@@ -173,7 +101,7 @@ def ff(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path,
     log_dir = tmp / "logs"
     log_dir.mkdir()
     port = free_port()
-    fleet = Fleet(f"http://127.0.0.1:{port}", etcd.url, {}, None, log_dir, [])  # type: ignore[arg-type]
+    fleet = Fleet(f"http://127.0.0.1:{port}", etcd.url, {}, None, log_dir, [], NS)  # type: ignore[arg-type]
     f = FaultFleet(fleet, spec, nats, etcd, agent_processes, port)
     try:
         f.start_frontend()
@@ -217,28 +145,19 @@ def under_traffic(ff: FaultFleet, name: str, fault: Callable[[], str], after_s: 
     traffic = Traffic(ff.fleet.url, RATE)
     traffic.start()
     try:
-        time.sleep(3)
+        time.sleep(3)  # the traffic's pace: requests in every stage when the fault hits
         before = counters()
         t_fault = time.monotonic()
         note = fault()
-        time.sleep(after_s)
-        after_counters = counters()  # the frontend's own (a restarted frontend starts from 0)
+        time.sleep(after_s)  # likewise: traffic through the fault's aftermath
     finally:
         traffic.stop()
+    # The frontend's own counters (a restarted frontend starts from 0), once every request has ended:
+    # a remote prefill held by a dead worker falls back only after prefill_timeout_s.
+    after_counters = counters()
     migrated, local = (int(a - b) if a >= b else int(a) for a, b in zip(after_counters, before, strict=True))
-    outcomes = traffic.outcomes
-    errors: dict[str, int] = {}
-    for o in outcomes:
-        if o.status != "completed":
-            errors[o.status] = errors.get(o.status, 0) + 1
-    # Recovered from the first request sent after the fault from which on every request completed.
-    after = [o for o in outcomes if o.sent >= t_fault]
-    recovered_at = next((o.sent for i, o in enumerate(after) if all(x.status == "completed" for x in after[i:])),
-                        None)
-    row = Row(name, len(outcomes), sum(o.status == "completed" for o in outcomes),
-              sum(o.status.startswith("error") for o in outcomes), sum(o.status.startswith("lost") for o in outcomes),
-              round(recovered_at - t_fault, 2) if recovered_at is not None else float("inf"), migrated, local, errors,
-              note)
+    t = summarize(traffic.outcomes, t_fault)
+    row = Row(name, t.sent, t.completed, t.errored, t.lost, t.recovery_s, migrated, local, t.errors, note)
     ROWS.append(asdict(row))
     print(f"\n{row}")
     return row
@@ -252,9 +171,74 @@ def test_decode_worker_killed_mid_stream(ff: FaultFleet) -> None:
     ff.wait_workers(2, 2)
 
 
+def queued_jobs(ff: FaultFleet, older_than_s: float = 0.0) -> list[int]:
+    """Stream sequence numbers of the prefill jobs not acked yet (queued, or held by a worker) that
+    were submitted more than `older_than_s` ago: the work queue drops a job once it is acked or terminated."""
+    async def read() -> list[int]:
+        nc = await connect_nats(ff.nats.url, "faults-test")
+        try:
+            js = nc.jetstream()
+            state = (await js.stream_info(stream_name(NS))).state
+            seqs = []
+            for seq in range(state.first_seq, state.last_seq + 1):
+                try:
+                    job = msgspec.json.decode((await js.get_msg(stream_name(NS), seq)).data, type=PrefillJob)
+                except NotFoundError:
+                    continue  # acked meanwhile
+                if time.time() - job.submitted_at > older_than_s:
+                    seqs.append(seq)
+            return seqs
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
+def redeliveries(ff: FaultFleet) -> int:
+    """Prefill job deliveries beyond each job's first: the consumer numbers every delivery (consumer_seq),
+    the stream every job (stream_seq), and model m's jobs are the only ones in the stream."""
+    async def read() -> int:
+        nc = await connect_nats(ff.nats.url, "faults-test")
+        try:
+            info = await nc.jetstream().consumer_info(stream_name(NS), consumer_name("m"))
+            return info.delivered.consumer_seq - info.delivered.stream_seq
+        finally:
+            await nc.close()
+
+    return asyncio.run(read())
+
+
 def test_prefill_worker_killed_mid_job(ff: FaultFleet) -> None:
-    row = under_traffic(ff, "prefill worker SIGKILL", lambda: ff.kill_worker("p0") or "")
+    """p0 dies holding prefill jobs: its engine is stopped (SIGSTOP) first, so the jobs p0 takes stay in
+    its hands, and p0 (agent and engine) is SIGKILLed once the queue holds a job unacked for over 1 s
+    (p1 does one in ~30 ms). The frontend gives up on such a job after prefill_timeout_s (8 s) and
+    prefills locally; JetStream redelivers it to p1 after ack_wait (10 s), past its deadline, so p1
+    drops it. Both are checked: the frontend's prefill_failed fallbacks, and the consumer's deliveries."""
+    stale: list[int] = []  # jobs p0 held for over 1 s
+    unacked: list[int] = []  # every job not acked at the kill: p0's, and any p1 was just doing
+    redelivered_before = redeliveries(ff)
+
+    def kill_holding_jobs() -> str:
+        engine_pid = ff.records()["p0"].pid
+        assert engine_pid
+        os.kill(engine_pid, signal.SIGSTOP)
+        stale.extend(eventually(lambda: queued_jobs(ff, older_than_s=1.0), timeout=10,
+                                what="a prefill job held by p0 (its engine stopped) for over 1 s"))
+        ff.kill_worker("p0", engine_pid)
+        unacked.extend(queued_jobs(ff))
+        return ""
+
+    row = under_traffic(ff, "prefill worker SIGKILL", kill_holding_jobs)
     assert row.lost == 0 and row.errored == 0, row  # its jobs are redelivered to p1 (or prefilled locally)
+    eventually(lambda: not set(unacked) & set(queued_jobs(ff)), timeout=QueueSettings().ack_wait_s + 5,
+               what=f"the jobs unacked at the kill ({unacked}) redelivered to p1 and done with")
+    redelivered = redeliveries(ff) - redelivered_before
+    ROWS[-1]["note"] = (f"its engine SIGSTOPped until p0 held a job; {redelivered} job(s) it held redelivered "
+                        f"to p1, {row.local_prefills} prefilled locally")
+    print(ROWS[-1]["note"])
+    assert set(stale) <= set(unacked) and stale, (stale, unacked)
+    assert redelivered >= len(stale), "every job p0 held was handed to the surviving prefill worker"
+    assert row.local_prefills >= len(stale), "and the frontend prefilled each on the decode worker meanwhile"
     ff.spawn("prefill", "p2")
     ff.wait_workers(2, 2)
 
@@ -262,7 +246,7 @@ def test_prefill_worker_killed_mid_job(ff: FaultFleet) -> None:
 def test_nats_restarted(ff: FaultFleet) -> None:
     def restart() -> str:
         ff.nats.process.kill()
-        time.sleep(1)
+        time.sleep(1)  # the downtime is the fault
         asyncio.run(ff.nats.start())
         return "SIGKILL, 1 s down, same port and JetStream store"
 
@@ -275,7 +259,7 @@ def test_nats_restarted(ff: FaultFleet) -> None:
 def test_etcd_restarted(ff: FaultFleet) -> None:
     def restart() -> str:
         ff.etcd.process.kill()
-        time.sleep(1)
+        time.sleep(1)  # the downtime is the fault
         asyncio.run(ff.etcd.start())
         return "SIGKILL, 1 s down, same data dir"
 
@@ -294,7 +278,8 @@ def test_worker_frozen_with_sigstop_leaves_routing_and_rejoins(ff: FaultFleet) -
         started = time.monotonic()
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
-        wait_until(lambda: ff.workers().get("decode") == 1, 3 * LEASE_TTL_S, "the frozen worker out of discovery")
+        eventually(lambda: ff.workers().get("decode") == 1, timeout=3 * LEASE_TTL_S,
+                   what="the frozen worker out of discovery")
         times["out"] = time.monotonic() - started
         return ""
 
@@ -316,7 +301,8 @@ def test_frontend_restarted(ff: FaultFleet) -> None:
         ff.fleet.frontend.send_signal(signal.SIGKILL)
         ff.fleet.frontend.wait()
         ff.start_frontend()
-        wait_until(lambda: ff.workers() == {"prefill": 2, "decode": 2, "aggregated": 0}, 60, "the new frontend")
+        eventually(lambda: ff.workers() == {"prefill": 2, "decode": 2, "aggregated": 0}, timeout=60,
+                   what="all 4 workers in the new frontend's view")
         return ""
 
     before = {w: r.pid for w, r in ff.records().items()}

@@ -5,143 +5,23 @@ routing, multiple models, every client error, and migration off a worker killed 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 import openai
 import pytest
 
-from dynamo_lite.discovery import WorkerWatcher, etcd_client
-from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
 from dynamo_lite.protocol import WorkerRecord
+from tests.integration.fleet import Fleet, metric, start_fleet, stop_fleet
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
-NS = "fe"
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """builtin:tiny's tokenizer and chat template (weights are not needed by mock engines)."""
-    from dynamo_lite.engines.models.tiny import train_tokenizer
-
-    out = tmp_path_factory.mktemp("tiny")
-    train_tokenizer(out)
-    (out / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    return out
-
-
-def metric(url: str, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if (line.startswith(name + "{") or line.startswith(name + " ")) and all(
-                f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def wait_until(check, timeout_s: float, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-@dataclass
-class Fleet:
-    url: str
-    etcd_url: str
-    agents: dict[str, object]
-    frontend: subprocess.Popen
-    log_dir: Path
-    servers: list = field(default_factory=list)
-
-    def client(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=60)
-
-    def records(self) -> dict[str, WorkerRecord]:
-        async def read() -> dict[str, WorkerRecord]:
-            async with etcd_client(self.etcd_url) as c:
-                w = WorkerWatcher(c, NS)
-                await w.start()
-                await w.stop()
-                return dict(w.workers)
-
-        return asyncio.run(read())
-
-    def health(self) -> dict:
-        try:
-            return json.loads(urllib.request.urlopen(f"{self.url}/health", timeout=2).read())
-        except (urllib.error.URLError, ConnectionError, OSError):
-            assert self.frontend.poll() is None, (self.log_dir / "frontend.log").read_text()[-3000:]
-            return {}
-
-
-def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dict[str, str], pools: str,
-                frontend: str, wait_for: dict[str, dict[str, int]]) -> Fleet:
-    nats, etcd = EmbeddedNats(tmp / "nats"), EmbeddedEtcd(tmp / "etcd")
-    asyncio.run(nats.start())
-    asyncio.run(etcd.start())
-    spec = tmp / "cluster.yaml"
-    spec.write_text(
-        f"namespace: {NS}\nstate_dir: {tmp / 'state'}\netcd: {{lease_ttl_s: 3}}\n"
-        f"models:\n  - {{name: m, path: '{model_dir}', block_size: 16, max_model_len: 2048}}\n"
-        f"  - {{name: agg, path: '{model_dir}', block_size: 16, max_model_len: 1024}}\n"
-        f"  - {{name: empty, path: '{model_dir}', block_size: 16}}\n"
-        f"frontend: {frontend}\npools:\n{pools}"
-    )
-    port = free_port()
-    log_dir = tmp / "logs"
-    log_dir.mkdir()
-    agents = {wid: procs.spawn(log_dir, spec, pool, nats.url, etcd.url, wid) for wid, pool in workers.items()}
-    with open(log_dir / "frontend.log", "wb") as out:
-        fe = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
-                               "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    fleet = Fleet(f"http://127.0.0.1:{port}", etcd.url, agents, fe, log_dir, [nats, etcd])
-
-    respawned: set[str] = set()
-
-    def ready() -> bool:
-        for wid, agent in list(agents.items()):
-            # Engines take their ports from free_port() and bind them a second later, so two
-            # workers starting together can race for one (worker/engine.py); retry such a start once.
-            if agent.proc.poll() is not None and wid not in respawned:  # type: ignore[attr-defined]
-                respawned.add(wid)
-                (log_dir / "retry").mkdir(exist_ok=True)
-                agents[wid] = procs.spawn(log_dir / "retry", spec, workers[wid], nats.url, etcd.url, wid)
-        models = fleet.health().get("models", {})
-        return all(models.get(m, {}).get(role) == n for m, roles in wait_for.items() for role, n in roles.items())
-
-    try:
-        wait_until(ready, 60, f"workers {wait_for} in the frontend's view")
-    except BaseException:
-        stop_fleet(fleet, procs)
-        raise
-    return fleet
-
-
-def stop_fleet(fleet: Fleet, procs: SimpleNamespace) -> None:
-    fleet.frontend.terminate()
-    try:
-        fleet.frontend.wait(30)
-    except subprocess.TimeoutExpired:
-        fleet.frontend.kill()
-    procs.stop(list(fleet.agents.values()))
-    for server in fleet.servers:
-        asyncio.run(server.stop())
-
-
 MOCK = "mock: {speedup_ratio: 50}"
 POOLS = (f"  - {{name: prefill, role: prefill, engine: mock, model: m, {MOCK}}}\n"
          f"  - {{name: decode, role: decode, engine: mock, model: m, {MOCK}}}\n"
@@ -161,6 +41,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path, agent_proc
 
 def engine_counter(record: WorkerRecord, source: str) -> float:
     return metric(record.engine_url, "vllm:prompt_tokens_by_source_total", source=source)
+
+
+def decode_batches_relayed(records: dict[str, WorkerRecord]) -> float:
+    """KV event batches the decode agents of model m relayed to NATS (their own counter)."""
+    return sum(metric(r.agent_url, "dynamo_lite_worker_kv_event_batches_total") for r in records.values()
+               if r.model == "m" and r.role.value == "decode")
 
 
 # --- the happy paths ------------------------------------------------------------------------
@@ -205,6 +91,7 @@ def test_disaggregation_both_ways_and_kv_routing(fleet: Fleet) -> None:
     remote_before = metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="remote")
     local_before = metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="short_prompt")
     events_before = metric(fleet.url, "dynamo_lite_frontend_kv_event_batches_total", model="m", status="applied")
+    relayed_before = decode_batches_relayed(records)
     story = " ".join(f"fact {i} is that the number {i} follows {i - 1}." for i in range(60))
     turn1 = [{"role": "system", "content": "You remember facts."}, {"role": "user", "content": story}]
     first = client.chat.completions.create(model="m", messages=turn1, max_tokens=4)
@@ -215,10 +102,16 @@ def test_disaggregation_both_ways_and_kv_routing(fleet: Fleet) -> None:
     decode_with_kv = [wid for wid in ("d0", "d1") if engine_counter(records[wid], "external_kv_transfer") > 0]
     assert len(decode_with_kv) >= 1
 
-    # the decode worker's KV events reach the frontend's router
-    wait_until(lambda: metric(fleet.url, "dynamo_lite_frontend_kv_event_batches_total", model="m",
-                              status="applied") > events_before, 10, "KV events")
-    time.sleep(0.3)
+    # the decode worker's KV events reach the frontend's router: every batch the decode agents relayed
+    # since the first turn is applied there (the prefill workers' batches are not: they are not routed to)
+    def kv_events_applied() -> bool:
+        relayed = decode_batches_relayed(records) - relayed_before
+        applied = metric(fleet.url, "dynamo_lite_frontend_kv_event_batches_total", model="m",
+                         status="applied") - events_before
+        assert relayed >= 1 and applied >= relayed, f"{applied} of {relayed} relayed KV event batches applied"
+        return True
+
+    eventually(kv_events_applied, timeout=10, what="the decode workers' KV events in the router")
     turn2 = turn1 + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "What is fact 7?"}]
     second = client.chat.completions.create(model="m", messages=turn2, max_tokens=4)
     after = {wid: metric(fleet.url, "dynamo_lite_frontend_routing_decisions_total", worker=wid) for wid in ("d0", "d1")}
@@ -305,8 +198,9 @@ def test_disconnect_aborts_and_killed_worker_migrates(tmp_path: Path, tiny_model
             if i == 5:
                 break
         stream.close()
-        wait_until(lambda: aborted(records) == 1, 2, "the engine to abort the request")
-        wait_until(lambda: metric(f.url, "dynamo_lite_frontend_requests_in_flight") == 0, 2, "in-flight 0")
+        eventually(lambda: aborted(records) == 1, timeout=2, what="the engine to abort the request")
+        eventually(lambda: metric(f.url, "dynamo_lite_frontend_requests_in_flight") == 0, timeout=2,
+                   what="no request in flight at the frontend")
         assert metric(f.url, "dynamo_lite_frontend_requests_total", status="client_closed") == 1
 
         # a decode worker (agent and engine) killed mid-stream: the stream continues on the other

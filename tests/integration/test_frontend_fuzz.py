@@ -27,7 +27,7 @@ import schemathesis
 from schemathesis.engine import Status, events, from_schema
 from schemathesis.engine.recorder import CheckNode, ScenarioRecorder
 
-from tests.integration.test_frontend import Fleet, start_fleet, stop_fleet, tiny_model  # noqa: F401 - a fixture
+from tests.integration.fleet import Fleet, start_fleet, stop_fleet
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 AGG_ONLY = "  - {name: agg, role: aggregated, engine: mock, model: agg, mock: {speedup_ratio: 100}}\n"
@@ -51,7 +51,7 @@ FUZZ_CONFIG = {
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path,  # noqa: F811
+def fleet(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path,
           agent_processes: SimpleNamespace) -> Iterator[Fleet]:  # fmt: skip
     """Models m and empty have no worker (503s), agg has one aggregated mock worker."""
     f = start_fleet(tmp_path_factory.mktemp("fuzz"), tiny_model, agent_processes, {"a0": "agg"}, AGG_ONLY, FRONTEND,

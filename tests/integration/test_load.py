@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
-from tests.integration.test_frontend import tiny_model, wait_until  # noqa: F401 - fixture
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CLIENTS = int(os.environ.get("LOAD_CLIENTS", "1000"))
@@ -109,7 +109,7 @@ async def load(url: str) -> tuple[list[int], list[float], list[str], float]:
         return list(counts), ttfts, failures, time.monotonic() - started
 
 
-def test_a_thousand_concurrent_streaming_clients(tmp_path: Path, tiny_model: Path,  # noqa: F811 - fixture
+def test_a_thousand_concurrent_streaming_clients(tmp_path: Path, tiny_model: Path,
                                                  agent_processes: SimpleNamespace) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 4 * CLIENTS:  # client sockets + the frontend's (it inherits the limit)
@@ -139,14 +139,14 @@ def test_a_thousand_concurrent_streaming_clients(tmp_path: Path, tiny_model: Pat
                 return False
             return health["models"]["m"]["aggregated"] == 2
 
-        wait_until(ready, 60, "2 workers in the frontend's view")
+        eventually(ready, timeout=60, what="2 workers in the frontend's view")
         before = RssSampler(frontend.pid).rss()
         first_counts, _, first_failures, _ = asyncio.run(load(url))
-        time.sleep(1)
+        time.sleep(1)  # a quiet second between the rounds, so `between` is the frontend at rest
         with RssSampler(frontend.pid) as rss:
             between = rss.rss()
             counts, ttfts, failures, wall = asyncio.run(load(url))
-            time.sleep(1)
+            time.sleep(1)  # likewise: `after` is measured at rest
             after = rss.rss()
         assert frontend.poll() is None, "the frontend died under load"
         failures += first_failures

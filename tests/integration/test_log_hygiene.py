@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import openai
 import pytest
 
-from tests.integration.test_frontend import start_fleet, stop_fleet, tiny_model  # noqa: F401 - fixture
+from tests.integration.fleet import start_fleet, stop_fleet
 
 pytestmark = pytest.mark.integration
 POOLS = "  - {name: agg, role: aggregated, engine: mock, model: agg, mock: {speedup_ratio: 50}}\n"
@@ -22,7 +22,7 @@ WRONG_KEY = "sk-canary-wrong-77c2"
 PROMPT = "canaryprompt 8e41 tell me a secret"
 
 
-def test_prompts_and_keys_stay_out_of_the_logs(tmp_path: Path, tiny_model: Path,  # noqa: F811 - fixture
+def test_prompts_and_keys_stay_out_of_the_logs(tmp_path: Path, tiny_model: Path,
                                                agent_processes: SimpleNamespace,
                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setenv("DL_TEST_API_KEYS", f"other-key,{KEY}")
@@ -39,9 +39,9 @@ def test_prompts_and_keys_stay_out_of_the_logs(tmp_path: Path, tiny_model: Path,
             bad.chat.completions.create(model="agg", messages=messages, max_tokens=5)
         with pytest.raises(openai.BadRequestError):  # too long for agg's 1024-token context
             good.completions.create(model="agg", prompt=(PROMPT + " ") * 400, max_tokens=5)
-        with pytest.raises(openai.BadRequestError):  # a key the API does not know, echoed in the error
-            good.chat.completions.create(model="agg", messages=messages, max_tokens=5,
-                                         extra_body={"canaryprompt_field": PROMPT})
+        # A key the API does not know is accepted and logged as ignored, without its name (client input).
+        assert good.chat.completions.create(model="agg", messages=messages, max_tokens=5,
+                                            extra_body={"canaryprompt_field": PROMPT}).choices[0].message
     finally:
         stop_fleet(f, agent_processes)
     logs = [p for p in tmp_path.rglob("*.log") if p.is_file()]

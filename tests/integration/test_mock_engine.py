@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from dynamo_lite.engines.mock import KvEventsConfig, KvTransferConfig, MockEngineArgs, engine_command
 from dynamo_lite.engines.mock.server import build_app
 from dynamo_lite.protocol import BlockStored, KvEventBatch
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -42,14 +43,15 @@ async def mock_engine(args: MockEngineArgs, log: Path) -> AsyncIterator[str]:
     url = f"http://127.0.0.1:{args.port}"
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(200):
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"{url}/health") as r:
-                        if r.status == 200:
-                            break
+            async def healthy() -> bool:
                 if proc.returncode is not None:
                     raise RuntimeError(f"mock engine exited: {log.read_text()}")
-                await asyncio.sleep(0.05)
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"{url}/health") as r:
+                        return r.status == 200
+                return False
+
+            await eventually_async(healthy, timeout=10, interval=0.05, what=f"the mock engine healthy on {url}")
         yield url
     finally:
         if proc.returncode is None:
@@ -117,8 +119,18 @@ async def settled(got: list[tuple[int, KvEventBatch]], quiet: float = 0.3) -> li
     seen = -1
     while seen != len(got):
         seen = len(got)
-        await asyncio.sleep(quiet)
+        await asyncio.sleep(quiet)  # a quiet period is the condition: nothing to poll for
     return list(got)
+
+
+def running(n: int) -> str:
+    return f'vllm:num_requests_running{{engine="0",model_name="mock-8b"}} {n:.1f}'
+
+
+async def metrics_with(client: TestClient, line: str) -> str:
+    """The engine's /metrics text if it has `line`, else "" (a check for eventually_async)."""
+    text = await (await client.get("/metrics")).text()
+    return text if line in text.splitlines() else ""
 
 
 def stored_hashes(batches: list[tuple[int, KvEventBatch]]) -> list[int]:
@@ -295,7 +307,8 @@ async def test_stop_token_and_abort_by_request_id() -> None:
 
         body = {"token_ids": [1, 2, 3], "sampling_params": {"max_tokens": 1000}}
         pending = asyncio.ensure_future(client.post("/inference/v1/generate", json=body, headers={"X-Request-Id": "x"}))
-        await asyncio.sleep(0.05)
+        await eventually_async(lambda: metrics_with(client, running(1)), timeout=5, interval=0.01,
+                               what="the request running")
         r = await client.post("/inference/v1/abort_requests", json={"request_ids": ["generate-tokens-x"]})
         assert r.status == 200
         aborted = await (await pending).json()
@@ -308,11 +321,8 @@ async def test_a_client_that_goes_away_frees_its_blocks() -> None:
         r = await client.post("/inference/v1/generate", json=body)
         assert r.status == 200 and (await r.content.readline()).startswith(b"data: {")
         r.close()
-        for _ in range(100):
-            text = await (await client.get("/metrics")).text()
-            if 'vllm:num_requests_running{engine="0",model_name="mock-8b"} 0.0' in text:
-                break
-            await asyncio.sleep(0.02)
+        text = await eventually_async(lambda: metrics_with(client, running(0)), timeout=5, interval=0.02,
+                                      what="the engine to drop the request")
         assert 'vllm:kv_cache_usage_perc{engine="0",model_name="mock-8b"} 0.0' in text
         assert 'vllm:request_success_total{engine="0",finished_reason="abort",model_name="mock-8b"} 1.0' in text
         assert (await client.post("/reset_prefix_cache")).status == 200

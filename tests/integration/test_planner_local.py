@@ -29,6 +29,7 @@ from dynamo_lite.worker.pool import local_pools
 from planner import Replicas
 from planner.connectors.local import LocalConnector
 from dynamo_lite.planning import PlannerService, planner_stage
+from tests.waiting import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 NS = "plan"
@@ -113,12 +114,14 @@ async def watcher(etcd_server: EmbeddedEtcd) -> AsyncIterator[WorkerWatcher]:
 
 async def wait_replicas(service: PlannerService, want: Replicas, timeout_s: float, what: str) -> float:
     started, connector = time.monotonic(), service.connector
-    while connector.current() != want or any(connector.busy().values()):
-        if time.monotonic() - started > timeout_s:
-            last = "\n".join(d.explain() for d in service.decisions[-5:])
-            raise AssertionError(f"{what}: replicas {connector.current()} (busy {connector.busy()}), wanted {want}; "
-                                 f"last decisions:\n{last}")
-        await asyncio.sleep(0.2)
+
+    def settled() -> bool:
+        last = "\n".join(d.explain() for d in service.decisions[-5:])
+        assert connector.current() == want and not any(connector.busy().values()), \
+            f"replicas {connector.current()} (busy {connector.busy()}); last decisions:\n{last}"
+        return True
+
+    await eventually_async(settled, timeout=timeout_s, interval=0.2, what=f"replicas {want} {what}")
     return time.monotonic() - started
 
 
@@ -190,7 +193,14 @@ async def test_scale_down_removes_from_routing_first_and_lets_in_flight_requests
         body = {"model": "m", "prompt": list(range(100, 400)), "max_tokens": 150, "ignore_eos": True}
         async with aiohttp.ClientSession() as s:
             request = asyncio.create_task(s.post(f"{url}/v1/completions", json=body))
-            await asyncio.sleep(1.0)  # the request is running (~5 s of decoding at this speed)
+
+            async def running() -> bool:  # then it runs for ~5 s of decoding at this speed
+                async with s.get(f"{url}/metrics") as r:
+                    lines = (await r.text()).splitlines()
+                return any(line.startswith("vllm:num_requests_running{") and not line.endswith(" 0.0")
+                           for line in lines)
+
+            await eventually_async(running, timeout=10, what="the request running on the worker")
             started = time.monotonic()
             scaling = asyncio.create_task(pool.scale_to(1))
             await watcher.wait_for(lambda ws: newest not in ws, timeout_s=5)

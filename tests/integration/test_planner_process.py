@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -31,20 +32,19 @@ async def test_standalone_planner_observes_and_only_logs(tmp_path: Path, nats_se
         proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.planning", "-f", str(spec), "--nats-url", nats_server.url,
                                  "--etcd-url", etcd_server.url, "--connector", "none"], stdout=out, stderr=out)
     try:
-        text = ""
         async with aiohttp.ClientSession() as s:
-            for _ in range(100):
-                await asyncio.sleep(0.2)
+            async def decided() -> str:
                 try:
                     async with s.get(f"http://127.0.0.1:{port}/metrics") as r:
                         text = await r.text()
                 except aiohttp.ClientError:
-                    continue
-                if 'dynamo_lite_planner_decisions_total{direction="down",pool="prefill"}' in text:
-                    break
+                    return ""
+                assert 'dynamo_lite_planner_decisions_total{direction="down",pool="prefill"}' in text
+                return text
+
+            text = await eventually_async(decided, timeout=20, interval=0.2, what="the planner's first decision")
         assert 'dynamo_lite_planner_replicas{pool="prefill"} 3.0' in text, "replicas as the spec has them"
         assert "dynamo_lite_planner_dry_run 1.0" in text
-        assert 'dynamo_lite_planner_decisions_total{direction="down",pool="prefill"}' in text
     finally:
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.wait, 30)

@@ -24,6 +24,7 @@ from dynamo_lite.queue import (
     RetryableJobError,
     connect_nats,
 )
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 NS = "qtest"
@@ -68,9 +69,10 @@ async def test_submit_and_get_typed_result(nc: NatsClient, submitter: PrefillSub
     assert [r.kv_transfer_params["remote_block_ids"] for r in results] == [[[10 + i]] for i in range(8)]
     assert {r.worker_id for r in results} == {"p1"}
     # The worker acks a job once the submitter confirmed its result, a moment after the caller has it.
-    async with asyncio.timeout(5):
-        while (await submitter.depth(MODEL)).total:  # acked jobs leave the work queue
-            await asyncio.sleep(0.05)
+    async def all_acked() -> bool:  # acked jobs leave the work queue
+        return (await submitter.depth(MODEL)).total == 0
+
+    await eventually_async(all_acked, timeout=5, interval=0.05, what="all 8 jobs acked")
     await worker.stop()
     assert worker.jobs_done == 8
 
@@ -116,7 +118,7 @@ async def test_poison_job_is_terminated_and_submitter_told_why(nc: NatsClient, s
     worker = await consumer(nc, "strict", reject)
     with pytest.raises(PrefillError, match=r"rejected by worker strict: prompt longer than max_model_len"):
         await submitter.prefill(RequestId("r"), MODEL, [1], timeout_s=10)
-    await asyncio.sleep(FAST.ack_wait_s + 0.5)
+    await asyncio.sleep(FAST.ack_wait_s + 0.5)  # time for a redelivery, were there one: none may come
     assert len(attempts) == 1, "a terminated job is never redelivered"
     assert (await submitter.depth(MODEL)).total == 0
     await worker.stop()
@@ -226,10 +228,12 @@ async def test_queued_jobs_survive_a_nats_restart(nats_server: EmbeddedNats, nc:
     JetStream's file store keeps them; the submitter's client reconnects and gets the results."""
     waiting = [asyncio.create_task(submitter.prefill(RequestId(f"r{i}"), MODEL, list(range(5 + i)), timeout_s=30))
                for i in range(4)]
-    while (await submitter.depth(MODEL)).pending < 4:
-        await asyncio.sleep(0.05)
+    async def all_queued() -> bool:
+        return (await submitter.depth(MODEL)).pending >= 4
+
+    await eventually_async(all_queued, timeout=10, interval=0.05, what="4 jobs in the queue")
     nats_server.process.kill()
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(0.5)  # the downtime is the fault
     await nats_server.start()
     worker_nc = await connect_nats(nats_server.url, "worker")
     try:

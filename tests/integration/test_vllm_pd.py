@@ -27,6 +27,7 @@ from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats  # noqa: E402
 from dynamo_lite.protocol import BlockStored, RelayedKvEvents, RequestId, WorkerRecord  # noqa: E402
 from dynamo_lite.queue import PrefillSubmitter, connect_nats, queue_depth  # noqa: E402
 from dynamo_lite.orchestrator.state import pid_alive  # noqa: E402
+from tests.waiting import eventually_async
 
 pytestmark = [
     pytest.mark.integration,
@@ -140,11 +141,13 @@ async def test_prefill_through_queue_then_decode_over_nixl(cluster: Cluster) -> 
         assert after.get("local_compute", 0) == before.get("local_compute", 0), (before, after)
         assert after["external_kv_transfer"] - before.get("external_kv_transfer", 0) >= len(prompt2) - BLOCK
 
-        await asyncio.sleep(1.0)
-        stored = [(e.worker_id, ev) for e in events for ev in e.batch.events if isinstance(ev, BlockStored)]
-        assert {w for w, _ in stored} == {"p1", "d1"}, "KV events from both engines arrived on NATS"
-        first_block = prompt2[:BLOCK]
-        assert any(w == "p1" and ev.token_ids[:BLOCK] == first_block for w, ev in stored)
+        def relayed() -> bool:
+            stored = [(e.worker_id, ev) for e in events for ev in e.batch.events if isinstance(ev, BlockStored)]
+            assert {w for w, _ in stored} == {"p1", "d1"}, "KV events from both engines arrived on NATS"
+            assert any(w == "p1" and ev.token_ids[:BLOCK] == prompt2[:BLOCK] for w, ev in stored)
+            return True
+
+        await eventually_async(relayed, timeout=10, what="both engines' KV events on NATS")
         assert expected, "the reference run produced tokens"
     finally:
         await submitter.stop()
@@ -162,9 +165,11 @@ async def test_prefill_job_survives_its_agent_being_killed(cluster: Cluster, age
     try:
         os.kill(engine_pid, signal.SIGSTOP)  # the engine freezes: the job stays in the agent's hands
         job = asyncio.create_task(submitter.prefill(RequestId("pd-kill"), "tiny", prompt, timeout_s=START_S))
-        async with asyncio.timeout(60):
-            while (await queue_depth(nc.jetstream(), NS, "tiny")).in_flight < 1:
-                await asyncio.sleep(0.1)
+
+        async def taken() -> bool:
+            return (await queue_depth(nc.jetstream(), NS, "tiny")).in_flight >= 1
+
+        await eventually_async(taken, timeout=60, what="the job in p1's hands")
         cluster.agents["p1"].proc.kill()  # dies holding the job, never acks
         cluster.agents["p1"].proc.wait()
         os.kill(engine_pid, signal.SIGCONT)  # lets the orphaned engine act on its parent-death SIGTERM
@@ -176,11 +181,8 @@ async def test_prefill_job_survives_its_agent_being_killed(cluster: Cluster, age
         assert result.worker_id == "p2", "redelivered to the other prefill worker"
         decoded = await complete(cluster.decode.engine_url, prompt, 16, kv=result.kv_transfer_params)
         assert decoded["choices"][0]["token_ids"] == reference
-        for _ in range(300):
-            if not pid_alive(engine_pid):
-                break
-            await asyncio.sleep(0.1)
-        assert not pid_alive(engine_pid), "the killed agent's engine did not outlive it"
+        await eventually_async(lambda: not pid_alive(engine_pid), timeout=30,
+                               what="the killed agent's engine to exit (it must not outlive it)")
     finally:
         if pid_alive(engine_pid):
             os.kill(engine_pid, signal.SIGCONT)

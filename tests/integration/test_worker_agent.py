@@ -19,6 +19,7 @@ from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
 from dynamo_lite.protocol import BlockStored, LoadReport, RelayedKvEvents, RequestId, Role
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
 from dynamo_lite.orchestrator.state import pid_alive
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 NS = "agents"
@@ -99,15 +100,18 @@ async def test_prefill_and_decode_agents_move_a_request(
         assert (await r.json())["usage"]["completion_tokens"] == 4
     assert await local_compute_tokens(d.engine_url) == before, "decode computed no prompt token itself"
 
-    await asyncio.sleep(2.5)  # a load report per second, events as they happen
-    stored = {(e.worker_id, tuple(ev.token_ids)) for e in events for ev in e.batch.events if isinstance(ev, BlockStored)}
-    first_blocks = tuple(prompt[: 10 * BLOCK])
-    assert ("p0", first_blocks) in stored, "the prefill engine's stored blocks were relayed"
-    assert any(w == "d0" for w, _ in stored), "the decode engine's blocks too"
+    def relayed() -> bool:  # events as they happen, a load report per second
+        stored = {(e.worker_id, tuple(ev.token_ids)) for e in events for ev in e.batch.events
+                  if isinstance(ev, BlockStored)}
+        assert ("p0", tuple(prompt[: 10 * BLOCK])) in stored, "the prefill engine's stored blocks were relayed"
+        assert any(w == "d0" for w, _ in stored), "the decode engine's blocks too"
+        assert {r.worker_id for r in loads} == {"p0", "d0"}
+        return True
+
+    await eventually_async(relayed, timeout=10, what="KV events and load reports from both workers on NATS")
     for worker in ("p0", "d0"):
         seqs = [e.seq for e in events if e.worker_id == worker]
         assert seqs == list(range(len(seqs))), "relayed in order, from the engine's first batch"
-    assert {r.worker_id for r in loads} == {"p0", "d0"}
     async with aiohttp.ClientSession() as s, s.get(f"{p.agent_url}/metrics") as r:
         agent_metrics = await r.text()
     assert 'dynamo_lite_worker_prefill_jobs_total{outcome="done"} 1.0' in agent_metrics
@@ -140,10 +144,9 @@ async def test_killed_agent_takes_its_engine_and_leaves_within_ttl(
     killed = time.monotonic()
     await watcher.wait_for(lambda ws: "d-kill" not in ws, timeout_s=10)
     assert time.monotonic() - killed < 3 + 1.5, "gone within the 3 s lease TTL"
-    deadline = time.monotonic() + 10
-    while record.pid and pid_alive(record.pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    assert record.pid and not pid_alive(record.pid), "the engine died with its agent (parent-death signal)"
+    assert record.pid
+    await eventually_async(lambda: not pid_alive(record.pid), timeout=10,
+                           what="the engine to die with its agent (parent-death signal)")
 
 
 async def test_relay_replays_events_published_before_it_listened(tmp_path: Path) -> None:
@@ -176,14 +179,17 @@ async def test_relay_replays_events_published_before_it_listened(tmp_path: Path)
             relay = KvEventRelay(WorkerId("w"), f"tcp://127.0.0.1:{events_port}", publish,
                                  replay_endpoint=f"tcp://127.0.0.1:{replay_port}")
             relay.start()
-            await asyncio.sleep(1.0)  # the engine's PUB reconnects to the new SUB
+            # The engine's PUB reconnects to the new SUB, and drops what it sends before that; nothing
+            # shows when it has, and a dropped batch 3 would leave no later one to trigger the replay.
+            await asyncio.sleep(1.0)
             async with s.post(f"http://127.0.0.1:{port}/v1/completions",
                               json={"model": "m", "prompt": list(range(500, 500 + 2 * BLOCK)), "max_tokens": 1}) as r:
                 assert r.status == 200
-            deadline = time.monotonic() + 10
-            while len(relayed) < 4 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            await relay.stop()
+            try:
+                await eventually_async(lambda: len(relayed) >= 4, timeout=10, interval=0.05,
+                                       what="3 replayed batches and the live one")
+            finally:
+                await relay.stop()
         assert [b.seq for b in relayed] == [0, 1, 2, 3]
         assert relay.batches_replayed == 3
         first = relayed[0].batch.events[0]

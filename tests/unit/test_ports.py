@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 
 from dynamo_lite.infra import free_port
 from dynamo_lite.infra.ports import listens_on
+from tests.waiting import eventually
 
 
 def test_listens_on_tells_the_owner_of_a_port() -> None:
@@ -17,10 +17,7 @@ def test_listens_on_tells_the_owner_of_a_port() -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        deadline = time.monotonic() + 10
-        while not listens_on(server.pid, port):
-            assert time.monotonic() < deadline, "http.server never listened"
-            time.sleep(0.05)
+        eventually(lambda: listens_on(server.pid, port), timeout=10, interval=0.05, what="http.server listening")
         with socket.create_connection(("127.0.0.1", port), timeout=2):
             pass  # the port answers ...
         assert not listens_on(idle.pid, port)  # ... but not for this process

@@ -10,6 +10,7 @@ import pytest
 from dynamo_lite.frontend.app import STATE
 from dynamo_lite.protocol import Role
 from tests.unit.frontend.conftest import Script, pieces
+from tests.waiting import eventually_async
 
 CHAT = "/v1/chat/completions"
 HELLO = [{"role": "user", "content": "hello"}]
@@ -42,9 +43,7 @@ def assert_error(body: dict, status_type: str, *, param: str | None = None, cont
          "greater than or equal to 1"),
         (json.dumps({"model": "m", "messages": HELLO, "temperature": "hot"}).encode(), "temperature", "valid number"),
         (json.dumps({"model": "m", "messages": HELLO, "temperature": 3}).encode(), "temperature", "less than or equal to 2"),
-        (json.dumps({"model": "m", "messages": HELLO, "n": 2}).encode(), "n", "Only n=1"),
-        (json.dumps({"model": "m", "messages": HELLO, "max_token": 5}).encode(), "max_token",
-         "Unrecognized request argument supplied: max_token"),
+        (json.dumps({"model": "m", "messages": HELLO, "n": 0}).encode(), "n", "greater than or equal to 1"),
         (json.dumps({"model": "m", "messages": HELLO, "stream": "yes"}).encode(), "stream", "valid boolean"),
     ],
 )
@@ -58,7 +57,7 @@ async def test_bad_chat_bodies_are_400(harness, body: bytes, param: str | None, 
 async def test_bad_completion_prompts_are_400(harness) -> None:
     h = await harness()
     for prompt, contains in [([], "expected a non-empty string"), (5, "expected a non-empty string"),
-                             ([-1, 2], "token ids must be >= 0"), (["a", "b"], "exactly one of those")]:
+                             ([-1, 2], "token ids must be >= 0")]:
         resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": prompt})
         assert resp.status == 400, prompt
         assert_error(await resp.json(), "invalid_request_error", param="prompt", contains=contains)
@@ -101,8 +100,8 @@ async def test_admission_queues_then_refuses_with_429_and_retry_after(harness) -
     h.add_worker("d0", script=Script(pieces(3), gate=gate))
     admission = h.app[STATE].admission
     held = [asyncio.create_task(h.client.post(CHAT, json={"model": "m", "messages": HELLO})) for _ in range(3)]
-    while admission.running < 2 or admission.waiting < 1:  # two served (held at the gate), one queued
-        await asyncio.sleep(0.01)
+    await eventually_async(lambda: admission.running >= 2 and admission.waiting >= 1, timeout=5, interval=0.01,
+                           what="two requests served (held at the gate), one queued")
     assert await h.metric("dynamo_lite_frontend_requests_queued") == 1
     resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
     assert resp.status == 429
@@ -118,8 +117,8 @@ async def test_a_request_queued_past_the_timeout_is_429(harness) -> None:
     gate = asyncio.Event()
     h.add_worker("d0", script=Script(pieces(3), gate=gate))
     first = asyncio.create_task(h.client.post(CHAT, json={"model": "m", "messages": HELLO}))
-    while h.app[STATE].admission.running < 1:
-        await asyncio.sleep(0.01)
+    await eventually_async(lambda: h.app[STATE].admission.running >= 1, timeout=5, interval=0.01,
+                           what="the first request served (held at the gate)")
     resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
     assert resp.status == 429
     assert_error(await resp.json(), "rate_limit_exceeded", contains="no slot free within 0.2 s")
@@ -225,7 +224,7 @@ async def test_a_slow_body_is_408_and_holds_no_slot(harness) -> None:
     writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: 100\r\n\r\n{")  # then nothing more
     await writer.drain()
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # time for the server to take the stalled request up: it must hold no slot
     # the only slot is free for a client that sends its body
     resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
     assert resp.status == 200, await resp.text()

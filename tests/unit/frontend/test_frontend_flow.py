@@ -8,6 +8,7 @@ import json
 from dynamo_lite.frontend.app import STATE
 from dynamo_lite.protocol import Role
 from tests.unit.frontend.conftest import Script, pieces
+from tests.waiting import eventually_async
 
 CHAT = "/v1/chat/completions"
 HELLO = [{"role": "user", "content": "hello"}]
@@ -158,13 +159,13 @@ async def test_client_disconnect_closes_the_engine_request(harness) -> None:
                                                         "stream": True})
     await resp.content.readline()
     resp.close()
-    for _ in range(100):
-        if h.engines.closed:
-            break
-        await asyncio.sleep(0.02)
+    await eventually_async(lambda: h.engines.closed, timeout=2, interval=0.01, what="the engine request closed")
     assert h.engines.closed == ["d0"]
-    await asyncio.sleep(0.05)
-    assert await h.metric("dynamo_lite_frontend_requests_in_flight", model="m") == 0
+
+    async def none_in_flight() -> bool:
+        return await h.metric("dynamo_lite_frontend_requests_in_flight", model="m") == 0
+
+    await eventually_async(none_in_flight, timeout=2, interval=0.01, what="no request in flight")
 
 
 async def test_a_failed_worker_is_avoided_until_it_reregisters(harness) -> None:

@@ -1,0 +1,125 @@
+"""A mock fleet as real processes, for the integration tests: NATS and etcd, worker agents with
+mock engines, and a frontend, all on loopback; `Fleet` to talk to it and read its metrics.
+
+    f = start_fleet(tmp, tiny_model, agent_processes, {"a0": "agg"}, POOLS, FRONTEND, {"agg": {"aggregated": 1}})
+    try: ... finally: stop_fleet(f, agent_processes)
+
+The fixtures it takes (`tiny_model`, `agent_processes`) are in tests/integration/conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import openai
+
+from dynamo_lite.discovery import WorkerWatcher, etcd_client
+from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
+from dynamo_lite.protocol import WorkerRecord
+from tests.waiting import eventually
+
+NS = "fe"
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    """The sum of the samples of `name` on `url`/metrics whose labels include `labels`."""
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith((name + "{", name + " ")) and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@dataclass
+class Fleet:
+    url: str
+    etcd_url: str
+    agents: dict[str, object]
+    frontend: subprocess.Popen
+    log_dir: Path
+    servers: list = field(default_factory=list)
+    namespace: str = NS
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=60)
+
+    def records(self) -> dict[str, WorkerRecord]:
+        async def read() -> dict[str, WorkerRecord]:
+            async with etcd_client(self.etcd_url) as c:
+                w = WorkerWatcher(c, self.namespace)
+                await w.start()
+                await w.stop()
+                return dict(w.workers)
+
+        return asyncio.run(read())
+
+    def health(self) -> dict:
+        try:
+            return json.loads(urllib.request.urlopen(f"{self.url}/health", timeout=2).read())
+        except (urllib.error.URLError, ConnectionError, OSError):
+            assert self.frontend.poll() is None, (self.log_dir / "frontend.log").read_text()[-3000:]
+            return {}
+
+
+def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dict[str, str], pools: str,
+                frontend: str, wait_for: dict[str, dict[str, int]]) -> Fleet:
+    """`workers` maps worker id to pool; returns once the frontend sees `wait_for` ({model: {role: n}})."""
+    nats, etcd = EmbeddedNats(tmp / "nats"), EmbeddedEtcd(tmp / "etcd")
+    asyncio.run(nats.start())
+    asyncio.run(etcd.start())
+    spec = tmp / "cluster.yaml"
+    spec.write_text(
+        f"namespace: {NS}\nstate_dir: {tmp / 'state'}\netcd: {{lease_ttl_s: 3}}\n"
+        f"models:\n  - {{name: m, path: '{model_dir}', block_size: 16, max_model_len: 2048}}\n"
+        f"  - {{name: agg, path: '{model_dir}', block_size: 16, max_model_len: 1024}}\n"
+        f"  - {{name: empty, path: '{model_dir}', block_size: 16}}\n"
+        f"frontend: {frontend}\npools:\n{pools}"
+    )
+    port = free_port()
+    log_dir = tmp / "logs"
+    log_dir.mkdir()
+    agents = {wid: procs.spawn(log_dir, spec, pool, nats.url, etcd.url, wid) for wid, pool in workers.items()}
+    with open(log_dir / "frontend.log", "wb") as out:
+        fe = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
+                               "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    fleet = Fleet(f"http://127.0.0.1:{port}", etcd.url, agents, fe, log_dir, [nats, etcd])
+
+    respawned: set[str] = set()
+
+    def ready() -> bool:
+        for wid, agent in list(agents.items()):
+            # Engines take their ports from free_port() and bind them a second later, so two
+            # workers starting together can race for one (worker/engine.py); retry such a start once.
+            if agent.proc.poll() is not None and wid not in respawned:  # type: ignore[attr-defined]
+                respawned.add(wid)
+                (log_dir / "retry").mkdir(exist_ok=True)
+                agents[wid] = procs.spawn(log_dir / "retry", spec, workers[wid], nats.url, etcd.url, wid)
+        models = fleet.health().get("models", {})
+        return all(models.get(m, {}).get(role) == n for m, roles in wait_for.items() for role, n in roles.items())
+
+    try:
+        eventually(ready, timeout=60, what=f"workers {wait_for} in the frontend's view")
+    except BaseException:
+        stop_fleet(fleet, procs)
+        raise
+    return fleet
+
+
+def stop_fleet(fleet: Fleet, procs: SimpleNamespace) -> None:
+    fleet.frontend.terminate()
+    try:
+        fleet.frontend.wait(30)
+    except subprocess.TimeoutExpired:
+        fleet.frontend.kill()
+    procs.stop(list(fleet.agents.values()))
+    for server in fleet.servers:
+        asyncio.run(server.stop())
