@@ -108,7 +108,7 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     profile = RateProfile.parse(profile_text)
     reqs = load_trace(args, profile)
     disagg = ALWAYS_REMOTE if run.kind in ("disaggregated",) or run.policy == "load" else CONDITIONAL
-    config = FleetConfig(startup_s=args.startup_s, disagg=disagg)
+    config = FleetConfig(startup_s=args.startup_s, disagg=disagg, speedup=args.speedup)
     planner = None
     if run.static:
         agg = run.kind == "aggregated"
@@ -166,6 +166,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "(512: the trace's lengths; trace_replay.py's option, to predict a live run)")
     p.add_argument("--max-isl", type=int, default=65536, help="clamp prompts to this many tokens")
     p.add_argument("--max-output", type=int, default=0, help="cap output tokens (0: none)")
+    p.add_argument("--speedup", type=float, default=1.0, help="mock speedup_ratio (engine s per wall s)")
     p.add_argument("--ttft-ms", type=float, default=2000.0, help="TTFT target")
     p.add_argument("--itl-ms", type=float, default=50.0, help="ITL target (mean per request)")
     p.add_argument("--budget", type=int, default=8, help="most workers: planners' budget, static fleets' largest")

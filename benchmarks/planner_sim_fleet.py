@@ -80,6 +80,7 @@ class FleetConfig:
     startup_s: float = 30.0  # from a scale-up decision to the worker serving
     prefill_concurrency: int = 4  # prefill jobs one prefill worker runs at once (the agent's)
     disagg: DisaggPolicy = ALWAYS_REMOTE  # the frontend's conditional-disaggregation settings
+    speedup: float = 1.0  # the mock's speedup_ratio: engine seconds per wall second (to predict a live run)
 
 
 class Fleet:
@@ -243,7 +244,7 @@ class Fleet:
                 self.at(ready, "wake", w)
             return
         w.busy = True
-        self.at(self.now + self.config.timing.step_seconds(plan.load), "step_end", (w, plan))
+        self.at(self.now + self.config.timing.step_seconds(plan.load) / self.config.speedup, "step_end", (w, plan))
 
     def _step_end(self, w: Worker, plan) -> None:  # noqa: ANN001 - a StepPlan
         w.busy = False

@@ -55,6 +55,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.paths import MOONCAKE_TRACE, REPO, add_trace_option, recorded_args  # noqa: E402
+from benchmarks.rate_profile import RateProfile  # noqa: E402
 
 TRACE = MOONCAKE_TRACE  # the default --trace
 HASH_TOKENS = 512  # tokens per trace hash id
@@ -97,6 +98,13 @@ def load_trace(path: Path, limit: int | None = None, tokens_per_hash: int = HASH
             output = r["output_length"] if max_output is None else min(r["output_length"], max_output)
             out.append(ReplayRequest(i, (r["timestamp"] - first_ms) / 1000, blocks, max(1, output)))
     return out
+
+
+def warp(requests: Sequence[ReplayRequest], profile: RateProfile, time_scale: float) -> list[ReplayRequest]:
+    """Send times (``at_s * time_scale``) warped by ``profile``, kept in ``at_s`` units (so the replay's
+    ``time_scale`` still applies once)."""
+    return [ReplayRequest(r.index, profile.warp(r.at_s * time_scale) / time_scale, r.blocks, r.output_tokens)
+            for r in requests]
 
 
 def block_tokens(hash_id: int, n: int, vocab_size: int = MOCK_VOCAB, seed: int = 0) -> list[int]:
@@ -299,7 +307,7 @@ def _body(model: str, req: ReplayRequest, vocab_size: int, seed: int, ignore_eos
         "model": model, "prompt": prompt_text(req.blocks, vocab_size, seed), "max_tokens": req.output_tokens,
         "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
     }  # fmt: skip
-    if ignore_eos:  # vLLM/SGLang extension; strict OpenAI servers (our frontend) reject it
+    if ignore_eos:  # vLLM/SGLang extension (honoured by our frontend; a strict OpenAI server rejects it)
         body["ignore_eos"] = True
     return body
 
@@ -436,12 +444,15 @@ def print_table(s: Summary, ceiling: float) -> None:
 
 async def _main(a: argparse.Namespace) -> None:
     reqs = load_trace(a.trace, a.limit, a.tokens_per_hash, start=a.start, max_output=a.max_output)
+    profile = RateProfile.parse(a.rate_profile)
+    reqs = warp(reqs, profile, a.time_scale)
     model = a.model or await first_model(a.url)
     ceiling = prefix_hit_ceiling(reqs)
     span = reqs[-1].at_s * a.time_scale if reqs else 0.0
     print(f"replaying {len(reqs)} requests (trace lines {a.start}..) to {a.url} model {model} over {span:.0f}s, "
           f"{a.tokens_per_hash} tokens per hash id, avg prompt "
-          f"{sum(r.input_tokens for r in reqs) / max(1, len(reqs)):.0f} tokens", file=sys.stderr)  # fmt: skip
+          f"{sum(r.input_tokens for r in reqs) / max(1, len(reqs)):.0f} tokens, rate profile: {profile.describe()}",
+          file=sys.stderr)  # fmt: skip
     result = await replay(
         a.url, model, reqs, time_scale=a.time_scale, concurrency_limit=a.max_inflight, timeout_s=a.timeout,
         vocab_size=a.vocab_size, seed=a.seed, ignore_eos=a.ignore_eos,
@@ -471,6 +482,11 @@ def main() -> None:
     p.add_argument("--start", type=int, default=0, help="skip the first N trace lines")
     p.add_argument("--limit", type=int, default=1000, help="replay at most N requests (0: the whole trace)")
     p.add_argument("--time-scale", type=float, default=0.1, help="send time = trace timestamp * this (0.1: 10x faster)")
+    p.add_argument("--rate-profile", default="flat", help="warp send times: flat, sine:period=60,amplitude=0.6, "
+                   "step:at=60,low=0.4,high=1.6, burst:period=60,duty=0.25,high=2.2 (seconds of send time; "
+                   "benchmarks/rate_profile.py)")
+    p.add_argument("--spec", type=Path, default=REPO / "deploy" / "examples" / "mock-fleet.yaml",
+                   help="without --url: the cluster.yaml to bring up")
     p.add_argument("--max-inflight", type=int, default=None, help="bound on requests in flight (default: none)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request before it counts as an error")
     p.add_argument("--tokens-per-hash", type=int, default=64,
@@ -493,7 +509,7 @@ def main() -> None:
 
     from benchmarks.cluster import orchestrator_up
 
-    spec = REPO / "deploy" / "examples" / "mock-fleet.yaml"
+    spec = a.spec
     print(f"no --url: bringing up {spec.name} ...", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp, orchestrator_up(spec, Path(tmp) / "up.log") as url:
         a.url = url

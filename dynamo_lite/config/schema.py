@@ -247,6 +247,16 @@ class PlannerSpec(Section):
     """load policy: requests waiting per decode worker above which decode scales up."""
     trend_horizon_s: Annotated[float, Field(ge=0)] = 30.0
     """load policy: act on the queue and KV usage projected this far ahead along their rising trend; 0: off."""
+    predictor: Literal["kalman", "seasonal", "last"] = "kalman"
+    """sla policy: how the request rate is predicted. kalman: level and trend (no knowledge of the load's shape); seasonal: trend plus a cycle of `season_s`; last: the last interval's rate (no prediction)."""
+    season_s: Annotated[float, Field(gt=0)] | None = None
+    """sla policy, predictor seasonal: the load's period in seconds (e.g. 86400 for a daily cycle)."""
+    worker_startup_s: Annotated[float, Field(ge=0)] = 30.0
+    """sla policy: seconds from asking for a worker to it serving; scale-up is sized for the rate predicted this far ahead."""
+    down_headroom: Annotated[float, Field(ge=0)] = 0.2
+    """sla policy: a pool shrinks only if the highest rate predicted over the next worker_startup_s, plus this share, fits one worker fewer."""
+    react_to_measured: bool = False
+    """sla policy: also scale up at once when the measured rate exceeds the prediction (a burst's onset; noisier)."""
     profile: str | None = None
     """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
     metrics_port: Port = 0
@@ -257,6 +267,8 @@ class PlannerSpec(Section):
         if (self.prefill_queue_down >= self.prefill_queue_up or self.decode_kv_down >= self.decode_kv_up
                 or self.prefill_busy_down >= self.prefill_busy_up):
             raise ValueError("each *_down threshold must be below its *_up threshold")
+        if self.predictor == "seasonal" and self.season_s is None:
+            raise ValueError("predictor: seasonal needs season_s (the load's period in seconds)")
         if self.prefill.min_replicas + self.decode.min_replicas > self.max_total_replicas:
             raise ValueError("prefill.min_replicas + decode.min_replicas exceed max_total_replicas")
         return self

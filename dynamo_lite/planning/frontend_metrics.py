@@ -9,6 +9,7 @@ finished request, TTFT and ITL from their histograms' sum and count.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import aiohttp
@@ -33,17 +34,57 @@ class FrontendMetricNames:
     itl_sum: str = P + "inter_token_latency_seconds_sum"
     itl_count: str = P + "inter_token_latency_seconds_count"
     in_flight: str = P + "requests_in_flight"  # a gauge: arrivals = finished + its change
+    cached_tokens: str = P + "cached_tokens_total"
+    isl_bucket: str = P + "input_sequence_tokens_bucket"  # by `le`: the prompt-length distribution
+    isl_sum: str = P + "input_sequence_tokens_sum"
+    disagg: str = P + "disaggregation_decisions_total"  # by `reason`: where prefill ran
+
+
+REMOTE_ELIGIBLE = ("remote", "queue_full", "prefill_failed")
+"""Disaggregation reasons of requests long and uncached enough for the prefill pool (frontend/disagg.py)."""
 
 
 def totals(text: str, model: str, names: FrontendMetricNames = FrontendMetricNames()) -> dict[str, float]:
-    """Each wanted sample summed over its label sets for `model`."""
+    """Each wanted sample summed over its label sets for `model`; histogram buckets as `name|le` and
+    disaggregation decisions as `name|reason`."""
     wanted = set(vars(names).values())
     out = dict.fromkeys(wanted, 0.0)
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name in wanted and s.labels.get("model", model) == model:
+            if s.name not in wanted or s.labels.get("model", model) != model:
+                continue
+            key = s.name
+            if s.name == names.isl_bucket:
+                key = f"{s.name}|{s.labels['le']}"
+            elif s.name == names.disagg:
+                key = f"{s.name}|{s.labels.get('reason', '')}"
+            out[key] = out.get(key, 0.0) + s.value
+            if key != s.name:
                 out[s.name] += s.value
     return out
+
+
+def isl_distribution(prev: dict[str, float], now: dict[str, float], names: FrontendMetricNames
+                     ) -> tuple[tuple[float, float], ...]:
+    """(prompt tokens, share) per histogram bucket over the interval: each bucket at its geometric middle,
+    then all scaled so that the mean is the histogram's own (sum / count)."""
+    edges = sorted((float(k.split("|")[1]), k) for k in now if k.startswith(names.isl_bucket + "|"))
+    counts, below, lo = [], 0.0, 1.0
+    for le, key in edges:
+        cumulative = max(0.0, now[key] - prev.get(key, 0.0))
+        n = cumulative - below
+        below = cumulative
+        hi = le if le != float("inf") else lo * 4
+        if n > 0:
+            counts.append((math.sqrt(lo * hi), n))
+        lo = hi
+    total = sum(n for _, n in counts)
+    if total <= 0:
+        return ()
+    mean = sum(x * n for x, n in counts) / total
+    true_mean = max(0.0, now[names.isl_sum] - prev.get(names.isl_sum, 0.0)) / total
+    scale = true_mean / mean if mean > 0 and true_mean > 0 else 1.0
+    return tuple((x * scale, n / total) for x, n in counts)
 
 
 def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
@@ -54,12 +95,19 @@ def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
     requests = delta(names.requests)
     arrived = max(0.0, requests + now[names.in_flight] - prev[names.in_flight])
     ttft_n, itl_n = delta(names.ttft_count), delta(names.itl_count)
+    decided = delta(names.disagg)
+    eligible = sum(max(0.0, now.get(f"{names.disagg}|{r}", 0.0) - prev.get(f"{names.disagg}|{r}", 0.0))
+                   for r in REMOTE_ELIGIBLE)
+    prompt = delta(names.input_tokens)
     return Traffic(
         request_rate=arrived / dt if dt > 0 else 0.0,
         isl=delta(names.input_tokens) / requests if requests else None,
         osl=delta(names.output_tokens) / requests if requests else None,
         ttft_s=delta(names.ttft_sum) / ttft_n if ttft_n else None,
         itl_s=delta(names.itl_sum) / itl_n if itl_n else None,
+        isl_dist=isl_distribution(prev, now, names),
+        cached_share=min(1.0, delta(names.cached_tokens) / prompt) if prompt else None,
+        remote_share=eligible / decided if decided else None,
     )
 
 

@@ -28,6 +28,7 @@ from planner.connectors.local import LocalConnector
 from planner.core import Planner
 from planner.load_policy import LoadPolicy, LoadPolicyConfig
 from planner.policy import Policy
+from planner.predict import KalmanPredictor, LastValue, Predictor, SeasonalConfig, SeasonalPredictor
 from planner.profile import EngineProfile
 from planner.sla_policy import SlaPolicy, SlaPolicyConfig
 from planner.types import Limits, Observation, Pool, PoolLimits
@@ -35,11 +36,20 @@ from planner.types import Limits, Observation, Pool, PoolLimits
 log = logging.getLogger(__name__)
 
 
-def make_policy(p: PlannerSpec) -> Policy:
+def make_predictor(p: PlannerSpec) -> Predictor:
+    if p.predictor == "seasonal":
+        assert p.season_s is not None  # the schema requires it
+        return SeasonalPredictor(SeasonalConfig(period_s=p.season_s))
+    return LastValue() if p.predictor == "last" else KalmanPredictor()
+
+
+def make_policy(p: PlannerSpec, has_prefill: bool = True) -> Policy:
     if p.policy == "sla":
         profile = EngineProfile.load(p.profile)
-        return SlaPolicy(SlaPolicyConfig(ttft_target_s=p.ttft_target_ms / 1000, itl_target_s=p.itl_target_ms / 1000),
-                         profile)
+        config = SlaPolicyConfig(ttft_target_s=p.ttft_target_ms / 1000, itl_target_s=p.itl_target_ms / 1000,
+                                 startup_s=p.worker_startup_s, down_headroom=p.down_headroom,
+                                 prefill_pool=has_prefill, react_to_measured=p.react_to_measured)
+        return SlaPolicy(config, profile, make_predictor(p))
     return LoadPolicy(LoadPolicyConfig(
         prefill_queue_up=p.prefill_queue_up, prefill_queue_down=p.prefill_queue_down,
         prefill_busy_up=p.prefill_busy_up, prefill_busy_down=p.prefill_busy_down, decode_kv_up=p.decode_kv_up,
@@ -145,7 +155,8 @@ def build_service(spec: ClusterSpec, link: ClusterLink, connector: ScalingConnec
                   on_stop: Callable[[], Awaitable[None]], dry_run: bool = False) -> PlannerService:
     """The planner service for `spec`, observing through `link` and scaling through `connector`."""
     p = spec.planner
-    planner = Planner(make_policy(p), make_limits(p, Pool.PREFILL in scaled_pools(spec)), MonotonicClock())
+    has_prefill = Pool.PREFILL in scaled_pools(spec)
+    planner = Planner(make_policy(p, has_prefill), make_limits(p, has_prefill), MonotonicClock())
     return PlannerService(planner, connector, link.observe, p.interval_s, CollectorRegistry(),
                           dry_run=p.dry_run or dry_run, host=spec.frontend.host, port=p.metrics_port,
                           on_start=link.start, on_stop=on_stop)

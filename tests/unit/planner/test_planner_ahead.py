@@ -1,0 +1,88 @@
+"""The SLA policy plans ahead: sizing from the prompt-length distribution, scale-up for the rate one
+start-up ahead, scale-down only when the predicted peak fits, and the minimum at zero load (no NaN)."""
+
+from __future__ import annotations
+
+import math
+
+from planner import EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig
+from planner import Traffic, VirtualClock
+from planner.predict import SeasonalConfig, SeasonalPredictor
+from planner.sizing import Targets, Workload, needs, split
+
+PROFILE = EngineProfile.load()
+LIMITS = Limits(prefill=PoolLimits(1, 16), decode=PoolLimits(1, 16), max_total=32, max_step=16, cooldown_s=0,
+                scale_down_after=1)
+T = Targets(ttft_s=2.0, itl_s=0.05)
+
+
+def traffic(rate: float, isl_dist=((16000.0, 0.6), (300.0, 0.4)), remote: float = 0.6) -> Traffic:
+    return Traffic(request_rate=rate, osl=150, ttft_s=None, isl_dist=isl_dist, remote_share=remote, cached_share=0.0)
+
+
+def test_remote_share_takes_the_longest_prompts():
+    remote, local = split(Workload(((300.0, 0.4), (16000.0, 0.6)), osl=100, remote_share=0.6))
+    assert remote == ((16000.0, 1.0),) and local == ((300.0, 1.0),)
+
+
+def test_a_mix_of_long_and_short_prompts_needs_more_prefill_than_its_mean():
+    mixed = Workload(((32000.0, 0.5), (500.0, 0.5)), osl=100, remote_share=1.0)
+    mean = Workload(((16250.0, 1.0),), osl=100, remote_share=1.0)
+    assert needs(PROFILE, mixed, 4.0, T).prefill > needs(PROFILE, mean, 4.0, T).prefill
+
+
+def test_local_prefills_are_sized_on_the_decode_pool():
+    w = Workload(((8000.0, 1.0),), osl=100)
+    remote = needs(PROFILE, w, 4.0, T)
+    local = needs(PROFILE, Workload(w.isl_dist, 100, remote_share=0.0), 4.0, T)
+    assert local.prefill == 0 and local.decode > remote.decode + 0.5 * remote.prefill
+
+
+def test_scales_up_for_the_rate_one_startup_ahead():
+    period, rate = 240.0, lambda t: 12 * (1 + 0.6 * math.sin(2 * math.pi * t / 240))  # noqa: E731
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, startup_s=30)
+    ahead = Planner(SlaPolicy(config, PROFILE, SeasonalPredictor(SeasonalConfig(period))), LIMITS, VirtualClock())
+    blind = Planner(SlaPolicy(config, PROFILE, SeasonalPredictor(SeasonalConfig(period))), LIMITS, VirtualClock())
+    blind.policy.config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, startup_s=0)  # type: ignore[attr-defined]
+    a = b = Replicas(2, 2)
+    for i in range(1, 40):  # to t = 390 s, rising towards the peak at 300 + 240 ...; 390 is past the peak
+        t = i * 10.0
+        for p in (ahead, blind):
+            p.clock.set(t)  # type: ignore[attr-defined]
+        if t == 270:  # 30 s before the peak at 300 s: the planner sizes for the peak, the blind one for now
+            da, db = ahead.tick(Observation(traffic=traffic(rate(t))), a), blind.tick(Observation(traffic=traffic(rate(t))), b)
+            assert da.replicas.prefill > db.replicas.prefill, (da.explain(), db.explain())
+            return
+        a = ahead.tick(Observation(traffic=traffic(rate(t))), a).replicas
+        b = blind.tick(Observation(traffic=traffic(rate(t))), b).replicas
+    raise AssertionError("not reached")
+
+
+def test_keeps_workers_while_a_peak_is_predicted_within_a_startup():
+    policy = SlaPolicy(SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, startup_s=30), PROFILE)
+    p = Planner(policy, LIMITS, VirtualClock())
+    current = Replicas(8, 6)
+    for i, r in enumerate((2.0, 2.0, 2.0, 2.0, 2.0, 2.0)):  # steady: the surplus goes
+        p.clock.set(10.0 * (i + 1))  # type: ignore[attr-defined]
+        current = p.tick(Observation(traffic=traffic(r)), current).replicas
+    steady = current
+    assert steady.prefill < 8
+    for i, r in enumerate((2.5, 3.5, 5.0, 7.0, 9.0)):  # rising steeply: none goes, and it grows
+        p.clock.set(70.0 + 10.0 * i)  # type: ignore[attr-defined]
+        d = p.tick(Observation(traffic=traffic(r)), current)
+        assert d.prefill.delta >= 0 and d.decode.delta >= 0, d.explain()
+        current = d.replicas
+    assert current.prefill > steady.prefill
+
+
+def test_zero_traffic_scales_to_the_minimum_without_nan():
+    for traffic_now in (None, Traffic(request_rate=0.0), Traffic(request_rate=float("nan"))):
+        p = Planner(SlaPolicy(SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05), PROFILE), LIMITS, VirtualClock())
+        current = Replicas(5, 5)
+        p.tick(Observation(traffic=traffic(4.0)), current)  # some load first, then nothing
+        for i in range(2, 30):
+            p.clock.set(10.0 * i)  # type: ignore[attr-defined]
+            d = p.tick(Observation(traffic=traffic_now), current)
+            current = d.replicas
+            assert "nan" not in d.explain().lower()
+        assert current == Replicas(1, 1)

@@ -1,0 +1,75 @@
+"""Rate profiles warp arrival times (benchmarks/rate_profile.py), and the planner simulation's fleet routes
+with the frontend's own disaggregation decision (benchmarks/planner_sim_fleet.py)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from benchmarks.rate_profile import RateProfile  # noqa: E402
+from dynamo_lite.frontend import disagg  # noqa: E402
+from dynamo_lite.frontend.disagg import DisaggPolicy, Reason  # noqa: E402
+
+
+def rate_in(times: list[float], lo: float, hi: float) -> float:
+    return sum(lo <= t < hi for t in times) / (hi - lo)
+
+
+@pytest.mark.parametrize("text", ["flat", "sine:period=240,amplitude=0.6", "step:at=240,low=0.4,high=1.6",
+                                  "burst:period=240,duty=0.25,high=2.2"])
+def test_warp_inverts_the_cumulative_and_keeps_order(text):
+    p = RateProfile.parse(text)
+    taus = [i * 0.37 for i in range(2000)]
+    ts = p.warp_all(taus)
+    assert ts == sorted(ts)
+    for tau, t in zip(taus[::97], ts[::97]):
+        assert p.cumulative(t) == pytest.approx(tau, abs=1e-6)
+    assert p.cumulative(480) == pytest.approx(480, rel=1e-9)  # the mean multiplier is 1 over whole periods
+
+
+def test_a_uniform_trace_gets_the_profile_rate():
+    p = RateProfile.parse("sine:period=240,amplitude=0.6")
+    ts = p.warp_all([i / 10 for i in range(4800)])  # 10 requests/s for 480 s
+    assert rate_in(ts, 50, 70) == pytest.approx(10 * p.multiplier(60), rel=0.05)  # the peak: 16/s
+    assert rate_in(ts, 170, 190) == pytest.approx(10 * p.multiplier(180), rel=0.08)  # the trough: 4/s
+    burst = RateProfile.parse("burst:period=100,duty=0.2,high=3")
+    bt = burst.warp_all([i / 10 for i in range(2000)])
+    assert rate_in(bt, 0, 20) == pytest.approx(30, rel=0.02) and rate_in(bt, 30, 90) == pytest.approx(5, rel=0.02)
+
+
+def test_bad_profiles_name_the_problem():
+    with pytest.raises(ValueError, match="unknown key"):
+        RateProfile.parse("sine:periode=3")
+    with pytest.raises(ValueError, match="amplitude"):
+        RateProfile.parse("sine:amplitude=1.2")
+    with pytest.raises(ValueError, match="kind"):
+        RateProfile.parse("square")
+
+
+def test_the_simulated_fleet_calls_the_frontends_decision(monkeypatch):
+    import planner_sim_fleet as sim
+
+    calls = []
+    real = disagg.decide
+
+    def spy(*a, **k):  # the simulation must run the frontend's function, not a copy of it
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(sim, "decide", spy)
+    fleet = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8)), prefill=1, decode=1)
+    short = sim.Request(0, 0.0, 200, 4, [])
+    long = sim.Request(1, 0.0, 4096, 4, list(range(256)))
+    for r in (short, long):
+        fleet.at(r.arrival, "arrival", r)
+    fleet.run_until(30)
+    assert len(calls) == 2
+    assert short.reason is Reason.SHORT_PROMPT and long.reason is Reason.REMOTE
+    assert short.done_at is not None and long.done_at is not None
+    obs = fleet.observe()
+    assert obs.traffic is not None and obs.traffic.remote_share == 0.5 and not math.isnan(obs.traffic.request_rate)
