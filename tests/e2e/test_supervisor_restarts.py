@@ -25,9 +25,12 @@ import msgspec
 import psutil
 import pytest
 
+from dynamo_lite.credentials import NatsCredentials
 from dynamo_lite.infra import free_port
 from dynamo_lite.orchestrator.state import ClusterState, PartRecord
+from dynamo_lite.queue import QueueSettings
 from tests.integration.fleet import metric
+from tests.integration.queue_probe import redeliveries, unacked_jobs
 from tests.integration.traffic import Traffic, summarize
 from tests.waiting import eventually
 
@@ -72,9 +75,9 @@ class Cluster:
     def restarts(self, part: str) -> float:
         return metric(self.state().admin_url or "", "dynamo_lite_supervisor_restarts_total", part=part)
 
-    def kill_worker(self, role: str) -> str:
+    def kill_worker(self, role: str, victim: dict | None = None) -> str:
         """SIGKILL a worker's agent and engine (a machine gone); its id."""
-        victim = self.workers(role)[0]
+        victim = victim or self.workers(role)[0]
         os.kill(self.pid(f"worker {victim['worker_id']}"), signal.SIGKILL)
         os.kill(victim["pid"], signal.SIGKILL)
         return victim["worker_id"]
@@ -175,17 +178,36 @@ def test_a_killed_decode_worker_is_replaced(cluster: Cluster) -> None:
     assert routed(new.pop()) > 0
 
 
-def test_a_killed_prefill_worker_is_replaced(cluster: Cluster) -> None:
+def test_a_killed_prefill_worker_is_replaced_and_its_jobs_redelivered(cluster: Cluster) -> None:
+    """The victim's engine is stopped (SIGSTOP) first, so the jobs it takes stay in its hands; it is
+    killed once the queue holds a job unacked for over 1 s (a live worker does one in ~30 ms)."""
+    creds = NatsCredentials(token=cluster.state().nats_token)
+    nats = cluster.state().nats_url
+    redelivered_before = redeliveries(nats, "sup", "m", creds)
     killed: list[str] = []
+    held: list[int] = []  # jobs the victim held for over 1 s
+    unacked: list[int] = []  # every job not acked at the kill
+
+    def kill_holding_jobs() -> None:
+        victim = cluster.workers("prefill")[0]
+        os.kill(victim["pid"], signal.SIGSTOP)
+        held.extend(eventually(lambda: unacked_jobs(nats, "sup", 1.0, creds), timeout=10,
+                               what="a prefill job held by the stopped worker for over 1 s"))
+        killed.append(cluster.kill_worker("prefill", victim))
+        unacked.extend(unacked_jobs(nats, "sup", 0.0, creds))
 
     def replaced() -> bool:
         now = {w["worker_id"] for w in cluster.workers("prefill")}
         return len(now) == 2 and not now & set(killed) and cluster.routable().get("prefill") == 2
 
-    row = under_traffic(cluster, "prefill worker SIGKILL (not restarted by the test)",
-                        lambda: killed.append(cluster.kill_worker("prefill")), replaced)
-    assert row.lost == 0 and row.errored == 0, row  # its jobs are redelivered (or prefilled locally)
+    row = under_traffic(cluster, "prefill worker SIGKILL (not restarted by the test)", kill_holding_jobs, replaced)
+    assert row.lost == 0 and row.errored == 0, row  # the frontend prefills a held job locally meanwhile
     assert cluster.restarts("pool prefill") == 1
+    eventually(lambda: not set(unacked) & set(unacked_jobs(nats, "sup", 0.0, creds)),
+               timeout=QueueSettings().ack_wait_s + 5, what=f"the jobs unacked at the kill ({unacked}) redelivered")
+    redelivered = redeliveries(nats, "sup", "m", creds) - redelivered_before
+    ROWS[-1]["note"] = f"engine SIGSTOPped until it held a job; {redelivered} job(s) redelivered"
+    assert held and redelivered >= len(held), (held, redelivered)
 
 
 def test_a_killed_nats_server_comes_back_and_remote_prefill_resumes(cluster: Cluster) -> None:

@@ -25,15 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-import msgspec
 import pytest
-from nats.js.errors import NotFoundError
 
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
-from dynamo_lite.protocol import PrefillJob, WorkerRecord
-from dynamo_lite.queue import QueueSettings, connect_nats
-from dynamo_lite.queue.stream import consumer_name, stream_name
+from dynamo_lite.protocol import WorkerRecord
+from dynamo_lite.queue import QueueSettings
 from tests.integration.fleet import Fleet, metric
+from tests.integration.queue_probe import redeliveries, unacked_jobs
 from tests.integration.traffic import Traffic, summarize
 from tests.waiting import eventually
 
@@ -172,40 +170,7 @@ def test_decode_worker_killed_mid_stream(ff: FaultFleet) -> None:
 
 
 def queued_jobs(ff: FaultFleet, older_than_s: float = 0.0) -> list[int]:
-    """Stream sequence numbers of the prefill jobs not acked yet (queued, or held by a worker) that
-    were submitted more than `older_than_s` ago: the work queue drops a job once it is acked or terminated."""
-    async def read() -> list[int]:
-        nc = await connect_nats(ff.nats.url, "faults-test")
-        try:
-            js = nc.jetstream()
-            state = (await js.stream_info(stream_name(NS))).state
-            seqs = []
-            for seq in range(state.first_seq, state.last_seq + 1):
-                try:
-                    job = msgspec.json.decode((await js.get_msg(stream_name(NS), seq)).data, type=PrefillJob)
-                except NotFoundError:
-                    continue  # acked meanwhile
-                if time.time() - job.submitted_at > older_than_s:
-                    seqs.append(seq)
-            return seqs
-        finally:
-            await nc.close()
-
-    return asyncio.run(read())
-
-
-def redeliveries(ff: FaultFleet) -> int:
-    """Prefill job deliveries beyond each job's first: the consumer numbers every delivery (consumer_seq),
-    the stream every job (stream_seq), and model m's jobs are the only ones in the stream."""
-    async def read() -> int:
-        nc = await connect_nats(ff.nats.url, "faults-test")
-        try:
-            info = await nc.jetstream().consumer_info(stream_name(NS), consumer_name("m"))
-            return info.delivered.consumer_seq - info.delivered.stream_seq
-        finally:
-            await nc.close()
-
-    return asyncio.run(read())
+    return unacked_jobs(ff.nats.url, NS, older_than_s)
 
 
 def test_prefill_worker_killed_mid_job(ff: FaultFleet) -> None:
@@ -216,7 +181,7 @@ def test_prefill_worker_killed_mid_job(ff: FaultFleet) -> None:
     drops it. Both are checked: the frontend's prefill_failed fallbacks, and the consumer's deliveries."""
     stale: list[int] = []  # jobs p0 held for over 1 s
     unacked: list[int] = []  # every job not acked at the kill: p0's, and any p1 was just doing
-    redelivered_before = redeliveries(ff)
+    redelivered_before = redeliveries(ff.nats.url, NS, "m")
 
     def kill_holding_jobs() -> str:
         engine_pid = ff.records()["p0"].pid
@@ -232,7 +197,7 @@ def test_prefill_worker_killed_mid_job(ff: FaultFleet) -> None:
     assert row.lost == 0 and row.errored == 0, row  # its jobs are redelivered to p1 (or prefilled locally)
     eventually(lambda: not set(unacked) & set(queued_jobs(ff)), timeout=QueueSettings().ack_wait_s + 5,
                what=f"the jobs unacked at the kill ({unacked}) redelivered to p1 and done with")
-    redelivered = redeliveries(ff) - redelivered_before
+    redelivered = redeliveries(ff.nats.url, NS, "m") - redelivered_before
     ROWS[-1]["note"] = (f"its engine SIGSTOPped until p0 held a job; {redelivered} job(s) it held redelivered "
                         f"to p1, {row.local_prefills} prefilled locally")
     print(ROWS[-1]["note"])
