@@ -226,3 +226,30 @@ def test_many_choices(client: openai.OpenAI) -> None:
     """50 prompts x n=4: 200 engine requests, merged in index order."""
     out = client.completions.create(model="a", prompt=[f"t{i}" for i in range(50)], n=4, max_tokens=2)
     assert [c.index for c in out.choices] == list(range(200)) and out.usage.completion_tokens == 400
+
+
+BENCH = """import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+common = sys.argv[1:]
+main(parser.parse_args([*common, "--backend", "openai", "--endpoint", "/v1/completions", "--result-filename", "c.json"]))
+main(parser.parse_args([*common, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+                        "--result-filename", "chat.json"]))
+"""
+
+
+def test_vllm_bench_serve(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """vLLM's own benchmark client (it sends repetition_penalty, ignore_eos, stream_options) on both endpoints."""
+    pytest.importorskip("vllm.benchmarks.serve", reason="needs the vllm package")
+    run = subprocess.run(
+        [sys.executable, "-c", BENCH, "--base-url", url, "--model", "a", "--tokenizer", str(tiny_model),
+         "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "12", "--num-prompts", "8",
+         "--ignore-eos", "--max-concurrency", "4", "--num-warmups", "0", "--disable-tqdm", "--save-result", "--save-detailed",
+         "--result-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for name in ("c.json", "chat.json"):
+        result = json.loads((tmp_path / name).read_text())
+        assert (result["completed"], result["failed"]) == (8, 0), result["errors"]
+        assert result["output_lens"] == [12] * 8, "ignore_eos: every answer is exactly --random-output-len long"
