@@ -6,6 +6,7 @@ model). Model outputs that parsers must read are scripted through the mock (vllm
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -253,3 +254,42 @@ def test_vllm_bench_serve(url: str, tiny_model: Path, tmp_path: Path) -> None:
         result = json.loads((tmp_path / name).read_text())
         assert (result["completed"], result["failed"]) == (8, 0), result["errors"]
         assert result["output_lens"] == [12] * 8, "ignore_eos: every answer is exactly --random-output-len long"
+
+
+LM_EVAL_TASK = """task: dl_choice
+dataset_path: json
+dataset_kwargs: {{data_files: {{test: {data}}}}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list: [{{metric: acc}}]
+"""
+
+
+def test_lm_eval_loglikelihood_task(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """lm-evaluation-harness, local-completions: a multiple-choice (loglikelihood) task from a local file,
+    scored from echo + logprobs on token-id prompts."""
+    pytest.importorskip("lm_eval", reason="needs lm-eval")
+    docs = [{"question": f"Question {i}: the sky is", "choices": ["blue", "green", "made of cheese"], "answer": 0}
+            for i in range(4)]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "dl_choice.yaml").write_text(LM_EVAL_TASK.format(data=tmp_path / "docs.jsonl"))
+    args = (f"model=a,base_url={url}/v1/completions,tokenizer={tiny_model},tokenizer_backend=huggingface,"
+            "num_concurrent=2,max_retries=1")
+    run = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args", args, "--tasks", "dl_choice",
+         "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out"), "--log_samples"],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (results,) = (tmp_path / "out").rglob("results_*.json")
+    assert 0 <= json.loads(results.read_text())["results"]["dl_choice"]["acc,none"] <= 1
+    (samples,) = (tmp_path / "out").rglob("samples_dl_choice_*.jsonl")
+    scored = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(scored) == 4
+    for sample in scored:  # one (loglikelihood, is_greedy) per choice, summed from the continuation's logprobs
+        loglikelihoods = [resp[0][0] for resp in sample["resps"]]
+        assert len(loglikelihoods) == 3 and all(-1e4 < float(ll) < 0 for ll in loglikelihoods), sample["resps"]
