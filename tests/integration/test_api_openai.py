@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -293,3 +294,25 @@ def test_lm_eval_loglikelihood_task(url: str, tiny_model: Path, tmp_path: Path) 
     for sample in scored:  # one (loglikelihood, is_greedy) per choice, summed from the continuation's logprobs
         loglikelihoods = [resp[0][0] for resp in sample["resps"]]
         assert len(loglikelihoods) == 3 and all(-1e4 < float(ll) < 0 for ll in loglikelihoods), sample["resps"]
+
+
+def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """aiperf with --extra-inputs ignore_eos:true and min_tokens: every request's usage says exactly the
+    requested output length, though the mock's script ends (EOS) after 3 tokens. (aiperf's own count
+    re-tokenizes the mock's text, so it differs.)"""
+    aiperf = shutil.which("aiperf")
+    if aiperf is None:
+        pytest.skip("needs aiperf on PATH (it pins huggingface-hub<2 and pyzmq 26, so it is not in the dev extras)")
+    run = subprocess.run(
+        [aiperf, "profile", "--model", "a", "--url", url, "--endpoint-type", "chat", "--streaming",
+         "--tokenizer", str(tiny_model), "--synthetic-input-tokens-mean", "32", "--output-tokens-mean", "12",
+         "--extra-inputs", json.dumps(script("Sunny.")), "--extra-inputs", "ignore_eos:true",
+         "--extra-inputs", "min_tokens:12", "--request-count", "8",
+         "--concurrency", "2", "--output-artifact-dir", str(tmp_path / "art"), "--ui-type", "none"],
+        capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((tmp_path / "art" / "profile_export_aiperf.json").read_text())
+    assert summary["completed_request_count"]["avg"] == 8 and summary["error_summary"] == []
+    records = [json.loads(line) for line in (tmp_path / "art" / "profile_export.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and all("error" not in r or r["error"] is None for r in records)
+    assert [r["metrics"]["usage_completion_tokens"]["value"] for r in records] == [12] * 8
