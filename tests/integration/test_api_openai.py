@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from dynamo_lite.infra import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
+AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # deploy/setup.sh
 MOCK = "mock: {speedup_ratio: 100}"
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -300,9 +300,8 @@ def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path)
     """aiperf with --extra-inputs ignore_eos:true and min_tokens: every request's usage says exactly the
     requested output length, though the mock's script ends (EOS) after 3 tokens. (aiperf's own count
     re-tokenizes the mock's text, so it differs.)"""
-    aiperf = shutil.which("aiperf")
-    if aiperf is None:
-        pytest.skip("needs aiperf on PATH (it pins huggingface-hub<2 and pyzmq 26, so it is not in the dev extras)")
+    aiperf = str(AIPERF)
+    assert AIPERF.is_file(), "aiperf is installed into .venv-aiperf by deploy/setup.sh (its pins clash with .venv's)"
     run = subprocess.run(
         [aiperf, "profile", "--model", "a", "--url", url, "--endpoint-type", "chat", "--streaming",
          "--tokenizer", str(tiny_model), "--synthetic-input-tokens-mean", "32", "--output-tokens-mean", "12",
