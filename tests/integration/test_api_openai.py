@@ -23,7 +23,7 @@ from dynamo_lite.infra import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
-AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # deploy/setup.sh
+AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # made by deploy/test.sh
 MOCK = "mock: {speedup_ratio: 100}"
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -301,7 +301,7 @@ def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path)
     requested output length, though the mock's script ends (EOS) after 3 tokens. (aiperf's own count
     re-tokenizes the mock's text, so it differs.)"""
     aiperf = str(AIPERF)
-    assert AIPERF.is_file(), "aiperf is installed into .venv-aiperf by deploy/setup.sh (its pins clash with .venv's)"
+    assert AIPERF.is_file(), "aiperf is installed into .venv-aiperf by deploy/test.sh (its pins clash with .venv's)"
     run = subprocess.run(
         [aiperf, "profile", "--model", "a", "--url", url, "--endpoint-type", "chat", "--streaming",
          "--tokenizer", str(tiny_model), "--synthetic-input-tokens-mean", "32", "--output-tokens-mean", "12",
