@@ -31,7 +31,7 @@ from dynamo_lite.orchestrator.state import ClusterState, PartRecord
 from dynamo_lite.queue import QueueSettings
 from tests.integration.fleet import metric
 from tests.integration.queue_probe import redeliveries, unacked_jobs
-from tests.integration.traffic import Traffic, summarize
+from tests.integration.traffic import Traffic, summarize, write_report
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -110,10 +110,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                    what="2 + 2 workers routable")
         yield c
     finally:
-        report = os.environ.get("FAULTS_REPORT")
-        if report and ROWS:
-            path = Path(report).with_name(Path(report).stem + "_supervisor.json")
-            path.write_text(json.dumps(ROWS, indent=2))
+        write_report(ROWS, suffix="_supervisor")
         if up.poll() is None:
             up.send_signal(signal.SIGTERM)
             up.wait(120)

@@ -8,13 +8,12 @@ prefilling, streaming. Every accepted request must end completed (finish_reason 
 all tokens, usage) or with a clean error (an HTTP error status or an SSE error event from
 the frontend, or a refused/reset connection while the frontend itself is down); none may
 hang past its timeout or end malformed ("lost"). Each test prints its row; with
-FAULTS_REPORT=path the rows are also written there as JSON (the README table comes from it).
+FAULTS_REPORT=path the rows are also written there as JSON (docs/operations/faults.md shows them).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -32,7 +31,7 @@ from dynamo_lite.protocol import WorkerRecord
 from dynamo_lite.queue import QueueSettings
 from tests.integration.fleet import Fleet, metric
 from tests.integration.queue_probe import redeliveries, unacked_jobs
-from tests.integration.traffic import Traffic, summarize
+from tests.integration.traffic import Traffic, summarize, write_report
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -108,9 +107,7 @@ def ff(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path,
         f.wait_workers(2, 2)
         yield f
     finally:
-        report = os.environ.get("FAULTS_REPORT")
-        if report and ROWS:
-            Path(report).write_text(json.dumps(ROWS, indent=2))
+        write_report(ROWS)
         if fleet.frontend is not None:
             fleet.frontend.terminate()
             fleet.frontend.wait(30)

@@ -10,10 +10,13 @@ table: sent, completed, errored, lost, and the time to recover.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import openai
 
@@ -111,3 +114,13 @@ def summarize(outcomes: list[Outcome], t_fault: float) -> Summary:
                    sum(o.status.startswith("error") for o in outcomes),
                    sum(o.status.startswith("lost") for o in outcomes),
                    round(recovered_at - t_fault, 2) if recovered_at is not None else float("inf"), errors)
+
+
+def write_report(rows: list[dict], suffix: str = "") -> None:
+    """With FAULTS_REPORT=path, the rows as JSON at that path (or beside it, named `<stem><suffix>.json`)."""
+    report = os.environ.get("FAULTS_REPORT")
+    if report and rows:
+        path = Path(report)
+        if suffix:
+            path = path.with_name(f"{path.stem}{suffix}.json")
+        path.write_text(json.dumps(rows, indent=2))

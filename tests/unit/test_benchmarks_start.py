@@ -1,7 +1,7 @@
 """benchmarks/: every command starts (``--help`` exits 0) and finds its default data inside the repository.
 
 A fresh clone has nothing but the repository: a benchmark that reads a trace must default to one shipped in
-benchmarks/data, and no benchmark may name a directory of some machine (/work/..., ../shared/...).
+benchmarks/data, and no benchmark may name an absolute directory of some machine or a folder beside the clone.
 """
 
 from __future__ import annotations
