@@ -45,8 +45,6 @@ class KubernetesSpec(Section):
     """Size of the NATS JetStream volume."""
     etcd_storage_gib: Annotated[int, Field(ge=1)] = 2
     """Size of the etcd data volume."""
-    frontend_replicas: Annotated[int, Field(ge=1)] = 1
-    """Frontend pods behind its Service."""
     frontend_service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     """How the OpenAI API is exposed."""
     models_claim: str | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dynamo_lite.config.base import (
     ConfigError,
@@ -103,11 +103,26 @@ class ApiKeysSpec(Section):
         return frozenset(keys)
 
 
+MAX_FRONTEND_PROCESSES = 64
+K8S_AUTO_FRONTEND_REPLICAS = 2
+"""`frontend.processes: auto` on Kubernetes: two pods, so that losing one leaves the Service answering."""
+
+
+def auto_frontend_processes(cpu_count: int | None) -> int:
+    """`frontend.processes: auto` for `orchestrator up`: half the cores (the engines and the control plane
+    need the rest), at least 1, at most 8 (beyond that a process per core adds router indexes, not speed)."""
+    return min(8, max(1, (cpu_count or 1) // 2))
+
+
 class FrontendSpec(Section):
     host: str = "127.0.0.1"
     """Interface the OpenAI-compatible HTTP API listens on."""
     port: Port = 8000
     """Its port."""
+    processes: int | Literal["auto"] = "auto"
+    """Frontend processes serving `port` together (SO_REUSEPORT; `orchestrator up` restarts each that dies); auto: min(8, max(1, cores // 2)). On Kubernetes: the Deployment's replicas (auto: 2)."""
+    metrics_port: Port = 0
+    """Each frontend process's own /metrics and /health (a scrape of `port` reaches a random process): process i listens on this + i; 0: free ports."""
     api_keys: ApiKeysSpec = ApiKeysSpec()
     """Optional: when a source is set, /v1/* needs `Authorization: Bearer <key>` (401 otherwise)."""
     max_concurrent_requests: Annotated[int, Field(ge=1)] = 256
@@ -130,6 +145,21 @@ class FrontendSpec(Section):
     """true: a request field the API does not know is a 400 naming it; false: accepted and logged, as vLLM does."""
     router: RouterSpec = RouterSpec()
     disaggregation: DisaggregationSpec = DisaggregationSpec()
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _process_count(cls, value: object) -> object:
+        if value == "auto" or (type(value) is int and 1 <= value <= MAX_FRONTEND_PROCESSES):
+            return value
+        raise ValueError(f"expected a whole number from 1 to {MAX_FRONTEND_PROCESSES}, or auto (got {value!r})")
+
+    def local_processes(self) -> int:
+        """How many frontend processes `orchestrator up` runs on this machine."""
+        return auto_frontend_processes(os.cpu_count()) if self.processes == "auto" else self.processes
+
+    def k8s_replicas(self) -> int:
+        """How many frontend pods the Kubernetes render asks for."""
+        return K8S_AUTO_FRONTEND_REPLICAS if self.processes == "auto" else self.processes
 
 
 class KvTransferSpec(Section):

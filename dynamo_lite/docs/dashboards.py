@@ -98,7 +98,8 @@ ROUTING = Dashboard("dl-routing", "dynamo_lite / routing", "Where requests go an
 DISAGGREGATION = Dashboard("dl-disagg", "dynamo_lite / disaggregation", "Local and remote prefill, queue, KV transfer.", (
     Panel("Prefill placement by reason", (Query(rate(F + "disaggregation_decisions_total", "reason"), "{{reason}}"),),
           "reqps"),
-    Panel("Prefill queue depth", (Query(f"sum by (model) ({F}prefill_queue_depth)", "{{model}}"),), "short"),
+    Panel("Prefill queue depth", (Query(f"max by (model) ({F}prefill_queue_depth)", "{{model}}"),), "short",
+          "Each frontend process reads the same queue: the largest of their last reads."),
     Panel("Remote prefill: submit to result", (quantile(0.5, F + "prefill_queue_seconds"),
                                                quantile(0.99, F + "prefill_queue_seconds")), "s"),
     Panel("Prefill jobs on workers", (Query(rate(W + "prefill_jobs_total", "outcome, worker_id"),

@@ -26,6 +26,11 @@ The engines' own `vllm:*` metrics come beside them; see
 [operations/observability.md](../operations/observability.md). Generated from the
 metric definitions by `python -m dynamo_lite.docs`; a test keeps it current.
 
+Several frontend processes (`frontend.processes`) each export their own series; each is
+scraped at its own metrics port, with a `process` label. Sum over `process` for counters,
+histograms and gauges of work (requests in flight); the prefill queue depth and the worker
+counts are each process's view of one thing (take the max).
+
 """
 
 

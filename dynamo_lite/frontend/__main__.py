@@ -3,6 +3,13 @@
 Serves on `frontend.host:frontend.port` of the spec (or --host/--port) until
 SIGTERM or SIGINT; then it stops accepting, lets in-flight requests finish for
 up to --shutdown-timeout seconds, and closes its connections.
+
+One of several processes on one port (`frontend.processes`, started by `orchestrator
+up`): --reuse-port binds the port with SO_REUSEPORT, so the kernel spreads new
+connections over the processes bound to it, and a process that dies leaves the port
+to the others. --process-index tags its log lines; --metrics-port serves this
+process's own /metrics and /health (a scrape of the shared port reaches any one of
+them). Runs on uvloop when it is installed.
 """
 
 from __future__ import annotations
@@ -12,11 +19,15 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from dynamo_lite.config import ConfigError, load_cluster_spec
+from dynamo_lite.frontend import handlers
 from dynamo_lite.frontend.app import FrontendConfig, build_app
+from dynamo_lite.frontend.state import STATE
 from dynamo_lite.frontend.tokenizer import load_tokenizer
 from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging
 
@@ -31,28 +42,59 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host", help="default: frontend.host of the spec")
     p.add_argument("--port", type=int, help="default: frontend.port of the spec")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds in-flight requests may finish")
+    p.add_argument("--reuse-port", action="store_true",
+                   help="bind the port with SO_REUSEPORT: one of several frontend processes on it")
+    p.add_argument("--process-index", type=int, help="which of the frontend processes this is (for logs)")
+    p.add_argument("--metrics-port", type=int, help="also serve this process's /metrics and /health on this port")
     return p.parse_args(argv)
 
 
-async def serve(app: web.Application, host: str, port: int, shutdown_timeout_s: float, stop: asyncio.Event) -> None:
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+    reuse_port: bool = False  # SO_REUSEPORT: share the port with the other frontend processes
+    metrics_port: int | None = None  # this process's own /metrics and /health
+
+
+async def serve(app: web.Application, listen: Listen, shutdown_timeout_s: float, stop: asyncio.Event) -> None:
     # handler_cancellation: a client that disconnects cancels its handler, which closes
     # the engine connection and so aborts the engine request. keepalive_timeout also closes a
     # connection that never completes its request headers (aiohttp's default is an hour).
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout_s,
                            keepalive_timeout=IDLE_CONNECTION_TIMEOUT_S)
     await runner.setup()
+    own: web.AppRunner | None = None
     try:
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, listen.host, listen.port, reuse_port=listen.reuse_port or None)
         await site.start()
-        log.info("OpenAI API on http://%s:%d/v1", host, port)
+        log.info("OpenAI API on http://%s:%d/v1%s", listen.host, listen.port,
+                 " (SO_REUSEPORT, shared with the other frontend processes)" if listen.reuse_port else "")
+        if listen.metrics_port is not None:
+            # After the shared site: /health answering here means this process serves the shared port.
+            own = web.AppRunner(_own_endpoints(app), access_log=None)
+            await own.setup()
+            await web.TCPSite(own, listen.host, listen.metrics_port).start()
+            log.info("this process's /metrics and /health on http://%s:%d", listen.host, listen.metrics_port)
         await stop.wait()
     finally:
+        if own is not None:
+            await own.cleanup()
         await runner.cleanup()
+
+
+def _own_endpoints(app: web.Application) -> web.Application:
+    """/metrics and /health of this process alone, from the main app's state."""
+    own = web.Application()
+    own[STATE] = app[STATE]
+    own.router.add_get("/metrics", handlers.metrics)
+    own.router.add_get("/health", handlers.health)
+    return own
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, None if args.process_index is None else f"frontend {args.process_index}")
     try:
         spec = load_cluster_spec(args.file)
         api_keys = spec.frontend.api_keys.load()
@@ -69,11 +111,22 @@ def main(argv: list[str] | None = None) -> int:
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-        await serve(app, args.host or spec.frontend.host, spec.frontend.port if args.port is None else args.port,
-                    args.shutdown_timeout, stop)
+        listen = Listen(args.host or spec.frontend.host, spec.frontend.port if args.port is None else args.port,
+                        args.reuse_port, args.metrics_port)
+        await serve(app, listen, args.shutdown_timeout, stop)
 
-    asyncio.run(run())
+    run_loop(run())
     return 0
+
+
+def run_loop(main: Coroutine[object, object, None]) -> None:
+    """uvloop's event loop when it is installed (cheaper per request), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 if __name__ == "__main__":

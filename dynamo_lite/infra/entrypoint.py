@@ -18,6 +18,8 @@ def add_spec_args(parser: argparse.ArgumentParser, control_plane: bool = True) -
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
-def configure_logging(level: str) -> None:
-    """Once per process, from its entry point (never from library code)."""
-    logging.basicConfig(level=getattr(logging, level.upper()), format=LOG_FORMAT)
+def configure_logging(level: str, process: str | None = None) -> None:
+    """Once per process, from its entry point (never from library code). `process` ("frontend 1") tags
+    every line, for a component that runs as several processes."""
+    fmt = LOG_FORMAT if process is None else LOG_FORMAT.replace("%(name)s", f"[{process}] %(name)s")
+    logging.basicConfig(level=getattr(logging, level.upper()), format=fmt)

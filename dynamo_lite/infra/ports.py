@@ -14,6 +14,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+class PortInUse(OSError):
+    """A port that must be free is taken; the message says by what it was found."""
+
+
+def ensure_free(host: str, port: int) -> None:
+    """Raise PortInUse unless `port` on `host` can be bound by a plain socket (no SO_REUSEPORT).
+
+    Run before starting processes that bind the port with SO_REUSEPORT: that option lets any
+    process of the same user join the port, and so share its connections, without an error.
+    SO_REUSEADDR is set, as every server here sets it, so connections of an earlier run still in
+    TIME_WAIT do not count as a taker.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise PortInUse(f"port {port} on {host} is already in use ({e.strerror}): processes binding it with "
+                            "SO_REUSEPORT would share it with whatever holds it") from None
+
+
 def listens_on(pid: int, port: int) -> bool:
     """Whether process `pid` (or one of its children) listens on TCP `port`.
 

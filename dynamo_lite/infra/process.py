@@ -24,6 +24,8 @@ class ProcessInfo(msgspec.Struct, frozen=True, kw_only=True):
     pid: int
     url: str | None = None  # where it serves, if it does
     log: str | None = None  # its log file
+    index: int | None = None  # which of a component's several processes on one port (the frontend's)
+    metrics_url: str | None = None  # where its own /metrics is, when not at `url` (a port shared by several)
 
 
 def _die_with_parent(argv: list[str]) -> list[str]:

@@ -42,7 +42,7 @@ def frontend(spec: ClusterSpec, spec_text: str) -> list[Obj]:
     pod = pod_template(spec, spec_text, selector, [api], terminationGracePeriodSeconds=45)
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata(spec, name, ns, selector),
-        "spec": {"replicas": spec.kubernetes.frontend_replicas, "selector": {"matchLabels": selector},
+        "spec": {"replicas": spec.frontend.k8s_replicas(), "selector": {"matchLabels": selector},
                  "template": pod},
     }
     service = {

@@ -4,7 +4,9 @@
 (and other static components) plus, for every worker registered in etcd, its agent
 and its engine. Each target carries the labels `namespace`, `component` and, for
 workers, `role`, `model`, `pool` and `worker_id`, so every series of every component
-can be filtered the same way whatever the component exports itself.
+can be filtered the same way whatever the component exports itself. The frontend's
+processes (several may share its port) are each scraped at their own metrics port,
+with a `process` label (0, 1, ...).
 Prometheus re-reads the file when it changes (`file_sd_configs`).
 """
 
@@ -52,8 +54,17 @@ SCRAPED_COMPONENTS = ("frontend", "planner", "supervisor")
 
 
 def component_targets(namespace: str, processes: list[ProcessInfo]) -> list[Target]:
-    return [Target(address_of(p.url), {"namespace": namespace, "component": p.name})
-            for p in processes if p.name in SCRAPED_COMPONENTS and p.url]
+    """A process whose port is shared by several (the frontend's) is scraped at its own metrics port,
+    labelled `process` with its index; the dashboards sum over processes."""
+    targets = []
+    for p in processes:
+        url = p.metrics_url or p.url
+        if p.name in SCRAPED_COMPONENTS and url:
+            labels = {"namespace": namespace, "component": p.name}
+            if p.name == "frontend":
+                labels["process"] = str(p.index or 0)
+            targets.append(Target(address_of(url), labels))
+    return targets
 
 
 def targets_file(spec: ClusterSpec) -> Path:

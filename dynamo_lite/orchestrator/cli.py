@@ -112,6 +112,16 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
             stage.append(EmbeddedPrometheus(prometheus, spec.resolved_state_dir(), targets_file(spec)))
         return stage
 
+    if spec.models and spec.frontend.port and read_state(spec.resolved_state_dir()) is None:
+        # Before anything starts (a cluster already up is refused by the supervisor); the frontend stage
+        # checks again, since its processes bind the port with SO_REUSEPORT, which shares it silently.
+        from dynamo_lite.infra.ports import ensure_free
+
+        try:
+            ensure_free(spec.frontend.host, spec.frontend.port)
+        except OSError as e:
+            print(f"error: frontend.port: {e}", file=sys.stderr)
+            return EXIT_FAILED
     stages = [_models, observability, worker_pools, _frontend, planner]
     supervisor = Supervisor(spec, args.file.resolve(), component_factories=stages)
     if spec.admin.enabled:

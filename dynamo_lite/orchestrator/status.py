@@ -68,7 +68,11 @@ async def cluster_status(spec: ClusterSpec, timeout_s: float = 3.0) -> ClusterSt
         for p in state.processes:
             if p.name not in ("nats-server", "etcd"):
                 alive = pid_alive(p.pid)
-                checks.append(Check(p.name, p.url or "", alive, f"pid {p.pid}" if alive else f"pid {p.pid} is gone"))
+                detail = f"pid {p.pid}" if alive else f"pid {p.pid} is gone"
+                if p.metrics_url and p.metrics_url != p.url:
+                    detail += f", its metrics {p.metrics_url}/metrics"
+                name = p.name if p.index is None else f"{p.name} {p.index}"
+                checks.append(Check(name, p.url or "", alive, detail))
         for part in state.parts:
             if part.state != "running":
                 why = part.reason.splitlines()[0] if part.reason else ""

@@ -19,16 +19,15 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-import msgspec
 import psutil
 import pytest
 
 from dynamo_lite.credentials import NatsCredentials
 from dynamo_lite.infra import free_port
-from dynamo_lite.orchestrator.state import ClusterState, PartRecord
+from dynamo_lite.orchestrator.state import PartRecord
 from dynamo_lite.queue import QueueSettings
+from tests.e2e.running import Running, orchestrator_up
 from tests.integration.fleet import metric
 from tests.integration.queue_probe import redeliveries, unacked_jobs
 from tests.integration.traffic import Traffic, summarize, write_report
@@ -40,17 +39,7 @@ MOCK = "mock: {speedup_ratio: 1, seed: 1}"
 ROWS: list[dict] = []
 
 
-@dataclass
-class Cluster:
-    spec: Path
-    state_dir: Path
-    url: str
-    up: subprocess.Popen[bytes]
-    log: Path
-
-    def state(self) -> ClusterState:
-        return msgspec.json.decode((self.state_dir / "cluster.json").read_bytes(), type=ClusterState)
-
+class Cluster(Running):
     def admin(self, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"{self.state().admin_url}{path}", data=data,
@@ -87,8 +76,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("supervisor")
     port = free_port()
-    spec = tmp / "cluster.yaml"
-    spec.write_text(
+    spec = (
         f"namespace: sup\nstate_dir: {tmp / 'state'}\netcd: {{lease_ttl_s: 3}}\n"
         "models: [{name: m, path: 'builtin:tiny', block_size: 16, max_model_len: 2048}]\n"
         f"frontend: {{port: {port}, upstream_timeout_s: 3, max_migrations: 3, "
@@ -98,22 +86,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         f"  - {{name: decode, role: decode, engine: mock, replicas: 2, {MOCK}}}\n"
         "supervisor: {restart_backoff_s: 0.5, restart_backoff_max_s: 2, restart_limit: 3, restart_window_s: 120}\n"
     )
-    log = tmp / "up.log"
-    with open(log, "wb") as out:
-        up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator", "up", "-f", str(spec)],
-                              stdout=out, stderr=subprocess.STDOUT)
-    c = Cluster(spec, tmp / "state", f"http://127.0.0.1:{port}", up, log)
     try:
-        eventually(lambda: "is up" in log.read_text() or up.poll() is not None, timeout=180, what="`up` started")
-        assert up.poll() is None, log.read_text()[-3000:]
-        eventually(lambda: c.routable() == {"prefill": 2, "decode": 2, "aggregated": 0}, timeout=30,
-                   what="2 + 2 workers routable")
-        yield c
+        with orchestrator_up(tmp, port, spec, Cluster) as c:
+            eventually(lambda: c.routable() == {"prefill": 2, "decode": 2, "aggregated": 0}, timeout=30,
+                       what="2 + 2 workers routable")
+            yield c
     finally:
         write_report(ROWS, suffix="_supervisor")
-        if up.poll() is None:
-            up.send_signal(signal.SIGTERM)
-            up.wait(120)
 
 
 @dataclass

@@ -5,6 +5,12 @@ A request ends `completed` (finish_reason "length", all tokens, usage), `error:<
 error status, an SSE error event, or a refused/reset connection) or `lost:<why>` (hung past its
 timeout, or malformed). `summarize` turns the outcomes around a fault into one row of the fault
 table: sent, completed, errored, lost, and the time to recover.
+
+By default the client keeps connections alive, as the `openai` client does. With
+`fresh_connections`, every request opens a new one (no keep-alive pool), as a client behind a
+connection-per-request proxy does, and as the SO_REUSEPORT rows need: the kernel places each
+new connection on a live frontend process, while a pooled connection to a process that was
+killed fails on its next use (the `openai` client's default retries, off here, would resend it).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx2
 import openai
 
 MAX_TOKENS = 80
@@ -39,6 +46,7 @@ class Traffic:
     rate: float
     model: str = "m"
     seed: int = 7  # the prompts: the same seed sends the same prompts (cached the second time)
+    fresh_connections: bool = False  # a new connection per request (no keep-alive)
     outcomes: list[Outcome] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -55,7 +63,10 @@ class Traffic:
         assert not self._thread.is_alive(), "the traffic thread did not finish"
 
     async def _run(self) -> None:
-        client = openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=TIMEOUT_S)
+        pool = openai.DefaultAsyncHttpxClient(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=0)
+                                              ) if self.fresh_connections else None
+        client = openai.AsyncOpenAI(base_url=f"{self.url}/v1", api_key="none", max_retries=0, timeout=TIMEOUT_S,
+                                    http_client=pool)
         rng = random.Random(self.seed)
         tasks: list[asyncio.Task] = []
         start = time.monotonic()

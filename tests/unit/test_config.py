@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dynamo_lite.config import ConfigError, load_cluster_spec, parse_cluster_spec
+from dynamo_lite.config.schema import auto_frontend_processes
 from dynamo_lite.protocol import Role
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,3 +128,18 @@ def test_cli_prints_problem_and_exits_2(tmp_path: Path) -> None:
         "error: invalid cluster spec",
         f"{bad}:4: etcd.lease_ttl: unknown key (allowed: host, lease_ttl_s, password_env, port, url, user); did you mean 'lease_ttl_s'?",
     ]
+
+
+def test_frontend_processes_is_a_count_or_auto() -> None:
+    for bad, shown in (("0", "0"), ("two", "'two'"), ("true", "True"), ("2.5", "2.5"), ("65", "65")):
+        assert error_of(f"frontend:\n  processes: {bad}\n") == (
+            f"c.yaml:2: frontend.processes: expected a whole number from 1 to 64, or auto (got {shown})")
+    three = parse_cluster_spec("frontend: {processes: 3}\n").frontend
+    assert (three.local_processes(), three.k8s_replicas()) == (3, 3)
+    auto = parse_cluster_spec("").frontend
+    assert auto.processes == "auto" and auto.k8s_replicas() == 2
+    assert auto.local_processes() == auto_frontend_processes(os.cpu_count())
+
+
+def test_auto_frontend_processes_is_half_the_cores_from_1_to_8() -> None:
+    assert [auto_frontend_processes(n) for n in (None, 1, 2, 3, 4, 8, 16, 64)] == [1, 1, 1, 1, 2, 4, 8, 8]

@@ -1,4 +1,4 @@
-"""listens_on: the process that answers on a port is the one we started."""
+"""listens_on: the process that answers on a port is the one we started; ensure_free: a taken port is found."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from dynamo_lite.infra import free_port
-from dynamo_lite.infra.ports import listens_on
+from dynamo_lite.infra.ports import PortInUse, ensure_free, listens_on
 from tests.waiting import eventually
 
 
@@ -28,3 +30,20 @@ def test_listens_on_tells_the_owner_of_a_port() -> None:
         server.wait()
         idle.wait()
     assert not listens_on(server.pid, port)  # gone
+
+
+def test_ensure_free_refuses_a_port_held_with_so_reuseport() -> None:
+    """A listener with SO_REUSEPORT lets a second SO_REUSEPORT bind join it silently; the plain bind of
+    ensure_free does not, so the supervisor finds the port taken before its frontends would share it."""
+    port = free_port()
+    ensure_free("127.0.0.1", port)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        with socket.socket() as joiner:  # what the holder allows
+            joiner.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            joiner.bind(("127.0.0.1", port))
+        with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 is already in use"):
+            ensure_free("127.0.0.1", port)
+    ensure_free("127.0.0.1", port)  # free again once the holder closed

@@ -142,6 +142,26 @@ def test_gpu_pools_ask_for_gpus_and_run_vllm_for_cuda() -> None:
         assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "PYTHONPATH" not in env
 
 
+@pytest.mark.parametrize(("processes", "replicas"), [(None, 2), ("auto", 2), (1, 1), (3, 3)])
+def test_frontend_runs_frontend_processes_as_replicas_behind_its_service(processes: object, replicas: int) -> None:
+    """Each replica is a pod of one frontend process on its own IP (no SO_REUSEPORT, no process index);
+    the Service spreads connections over the ready ones, each probed on its own /health."""
+    frontend = "" if processes is None else f"frontend: {{processes: {processes}}}\n"
+    text = f"namespace: fe\nmodels: [{{name: m, path: builtin:tiny}}]\n{frontend}" \
+           "pools: [{name: agg, role: aggregated, engine: mock}]\n"
+    objects = render_k8s(parse_cluster_spec(text), text)
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "fe-frontend"]
+    (service,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "fe-frontend"]
+    assert deployment["spec"]["replicas"] == replicas
+    pod = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (api,) = pod["spec"]["containers"]
+    assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in api["ports"]}
+    assert "--reuse-port" not in api["command"] and "--process-index" not in api["command"]
+    assert api["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert schema_errors(deployment) == [] and schema_errors(service) == []
+
+
 def test_planner_rbac_allows_only_get_and_patch_of_the_pool_deployments_scale() -> None:
     spec, objects = rendered(ROOT / "deploy/examples/gpu-llama.yaml")
     roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
