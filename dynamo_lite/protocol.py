@@ -22,8 +22,10 @@ from router.types import (  # noqa: F401 - re-exported: the router's types trave
     KvEvent,
     KvEventBatch,
     LoadReport,
+    PeerLoad,
     RequestId,
     WorkerId,
+    WorkerLoad,
 )
 
 JobId = NewType("JobId", str)
@@ -108,6 +110,31 @@ class RelayedKvEvents(msgspec.Struct, frozen=True, kw_only=True):
     batch: KvEventBatch
 
 
+class KvSnapshotRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A frontend asks a worker agent, on `<ns>.kv_snapshot.<worker_id>`, for what its engine caches.
+
+    The agent answers on the request's reply subject with `KvSnapshotChunk`s.
+    """
+
+    frontend_id: str  # who asks, for the agent's logs
+
+
+class KvSnapshotChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """One part of a worker's KV snapshot: `BlockStored` events, parents before children.
+
+    All chunks of one answer are consistent with the engine's batch `seq` (-1: no batch
+    seen yet): a router applies them as the worker's baseline, then the live batches
+    after `seq`. Chunks come in `index` order; the one with `last` set ends the answer
+    (an empty cache is one empty last chunk).
+    """
+
+    worker_id: WorkerId
+    seq: int
+    index: int
+    last: bool
+    batch: KvEventBatch
+
+
 def worker_key(namespace: str, role: Role, worker_id: WorkerId) -> str:
     """The etcd key of a worker's registration."""
     return f"{workers_prefix(namespace)}{role.value}/{worker_id}"
@@ -125,6 +152,15 @@ def prefill_subject(namespace: str, model: str) -> str:
 
 def kv_events_subject(namespace: str, worker_id: WorkerId | str) -> str:
     return f"{namespace}.kv_events.{worker_id}"
+
+
+def kv_snapshot_subject(namespace: str, worker_id: WorkerId | str) -> str:
+    return f"{namespace}.kv_snapshot.{worker_id}"
+
+
+def frontend_load_subject(namespace: str, frontend_id: str) -> str:
+    """Where a frontend process publishes its own in-flight load per worker (`PeerLoad`)."""
+    return f"{namespace}.frontend_load.{frontend_id}"
 
 
 def load_subject(namespace: str, worker_id: WorkerId | str) -> str:

@@ -15,6 +15,11 @@ number (the engine's ZMQ sequence, carried in `RelayedKvEvents.seq`):
   one that cannot keeps feeding live batches and the index re-learns as blocks
   are stored.
 
+`load_snapshot(worker_id, seq, batches)` replaces a worker's blocks with a
+snapshot that is consistent with its batch ``seq`` (a worker agent's view, for a
+router that starts after the blocks were stored): the next batch expected is
+``seq + 1``.
+
 Events for workers not registered with the index are ignored (a late batch must
 not resurrect a worker that discovery dropped).
 
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from router.hashing import ROOT_SEED, hash_blocks
@@ -80,6 +86,10 @@ class _Tally:
     rejected: int = 0
     unknown_removed: int = 0
 
+    def outcome(self, status: SeqStatus, missed_from: int | None = None) -> EventOutcome:
+        return EventOutcome(status, missed_from, self.stored, self.removed, self.orphaned, self.rejected,
+                            self.unknown_removed)
+
 
 class KvEventIngestor:
     """Applies engines' KV event batches to one `KvIndex`."""
@@ -108,15 +118,25 @@ class KvEventIngestor:
         tally = _Tally()
         for event in batch.events:
             self._apply_event(worker_id, event, tally)
-        return EventOutcome(
-            status,
-            missed_from=missed,
-            stored=tally.stored,
-            removed=tally.removed,
-            orphaned=tally.orphaned,
-            rejected=tally.rejected,
-            unknown_removed=tally.unknown_removed,
-        )
+        return tally.outcome(status, missed)
+
+    def load_snapshot(self, worker_id: WorkerId, seq: int, batches: Iterable[KvEventBatch]) -> EventOutcome:
+        """Replace a worker's blocks with a snapshot of them consistent with its batch ``seq``.
+
+        The snapshot's batches are applied as one baseline; the next batch expected is
+        ``seq + 1`` (older ones are duplicates). ``seq < 0``: the snapshot is of no batch
+        (empty), and the next batch of any sequence is the baseline.
+        """
+        if not self._index.has_worker(worker_id):
+            return EventOutcome(SeqStatus.UNKNOWN_WORKER)
+        self.resync(worker_id)
+        tally = _Tally()
+        for batch in batches:
+            for event in batch.events:
+                self._apply_event(worker_id, event, tally)
+        if seq >= 0:
+            self._next_seq[worker_id] = seq + 1
+        return tally.outcome(SeqStatus.APPLIED)
 
     def resync(self, worker_id: WorkerId) -> None:
         """Clear a worker's blocks and accept its next batch of any sequence as the baseline."""

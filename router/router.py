@@ -5,7 +5,10 @@ Life cycle, all calls from one thread (the frontend's event loop):
 - discovery: `add_worker` when a worker registers, `remove_worker` (or
   `sync_workers` with the live set) when its lease goes;
 - events: `apply_events` for each relayed KV event batch;
-  `update_load` for each `LoadReport`;
+  `update_load` for each `LoadReport`; `load_snapshot` for a worker's KV
+  snapshot (a router that starts after its blocks were stored);
+  `update_peer_load` for each other router's `PeerLoad`, and `own_loads` for
+  what to publish to them;
 - per request: `route` decides (it changes no load or index state, only the
   round-robin cursor and the generator), then the caller commits with
   `on_request_start(request_id, decision)` once it really sends the request,
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from router.approx import ApproxIndex, Clock
@@ -32,7 +35,14 @@ from router.hashing import hash_blocks
 from router.index import KvIndex
 from router.load import LoadTracker, LoadView
 from router.policies import RouterMode, RoutingContext, make_policy
-from router.types import BlockHash, KvEventBatch, LoadReport, RequestId, WorkerId
+from router.types import (
+    BlockHash,
+    KvEventBatch,
+    LoadReport,
+    RequestId,
+    WorkerId,
+    WorkerLoad,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +56,7 @@ class RouterConfig:
     approx_ttl_s: float = 120.0  # approx mode: how long a routed prompt is assumed cached
     approx_max_blocks_per_worker: int | None = None  # approx mode: optional cap per worker (LRU)
     load_report_ttl_s: float = 10.0  # how long a LoadReport's correction counts
+    peer_load_ttl_s: float = 1.5  # how long a peer router's PeerLoad counts without a newer one
     root_seed: int = 0  # parent hash of every sequence's first block (the router's, not the engine's)
 
     def __post_init__(self) -> None:
@@ -86,7 +97,8 @@ class Router:
         self.index = KvIndex()
         self._ingestor = KvEventIngestor(self.index, config.block_size, BlockHash(config.root_seed))
         self._approx = ApproxIndex(clock, config.approx_ttl_s, config.approx_max_blocks_per_worker)
-        self._load = LoadTracker(config.block_size, clock, config.load_report_ttl_s)
+        self._load = LoadTracker(config.block_size, clock, config.load_report_ttl_s,
+                                 peer_ttl_s=config.peer_load_ttl_s)
         self._policy = make_policy(config.mode, config.block_size, config.temperature, self._rng)
         self._workers: set[WorkerId] = set()
 
@@ -126,8 +138,21 @@ class Router:
         """Clear a worker's blocks and accept its next batch of any sequence (before feeding a replay)."""
         self._ingestor.resync(worker_id)
 
+    def load_snapshot(self, worker_id: WorkerId, seq: int, batches: Iterable[KvEventBatch]) -> EventOutcome:
+        """Replace a worker's blocks with a snapshot consistent with its batch ``seq`` (its agent's
+        view); live batches after ``seq`` then apply on top, older ones are duplicates."""
+        return self._ingestor.load_snapshot(worker_id, seq, batches)
+
     def update_load(self, report: LoadReport) -> None:
         self._load.update(report)
+
+    def update_peer_load(self, peer_id: str, ts: float, loads: Mapping[WorkerId, WorkerLoad]) -> None:
+        """Another router's own in-flight load on this router's workers (its latest; see `router.load`)."""
+        self._load.update_peer(peer_id, ts, loads)
+
+    def own_loads(self) -> dict[WorkerId, WorkerLoad]:
+        """This router's own in-flight load per busy worker, to share with its peers."""
+        return self._load.own_loads()
 
     # --- routing -----------------------------------------------------------
     def route(self, token_ids: Sequence[int], candidates: Sequence[WorkerId]) -> Decision:

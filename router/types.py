@@ -32,6 +32,25 @@ class LoadReport(msgspec.Struct, frozen=True, kw_only=True):
     ts: float  # unix time of the scrape
 
 
+class WorkerLoad(msgspec.Struct, frozen=True, array_like=True):
+    """One frontend's own in-flight requests on one worker (a `PeerLoad` entry)."""
+
+    prefill_tokens: int  # uncached prompt tokens of its requests whose prefill has not finished
+    decode_blocks: int  # KV blocks of the prompts of its requests in flight
+    requests: int  # its requests in flight
+    prefilling: int  # of those, the ones whose prefill has not finished
+
+
+class PeerLoad(msgspec.Struct, frozen=True, kw_only=True):
+    """A frontend's own in-flight load per worker, for the other frontends of the namespace
+    (published on `<ns>.frontend_load.<frontend_id>`). Only what it tracks itself: never
+    what it learned from peers or load reports, so that nothing is counted twice."""
+
+    frontend_id: str
+    ts: float  # sender's unix time; an older message than the last one from the same sender is ignored
+    workers: dict[WorkerId, WorkerLoad]  # workers it has requests in flight on; empty: idle
+
+
 # --- KV events, vLLM's wire format (vllm/distributed/kv_events.py) -------------
 # Engines publish msgpack `KVEventBatch`es over ZMQ; dynamo_lite's worker agent
 # relays them on NATS inside its own envelope (`dynamo_lite.protocol.RelayedKvEvents`).

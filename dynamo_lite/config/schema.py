@@ -143,6 +143,10 @@ class FrontendSpec(Section):
     """A request whose worker fails mid-stream is resent to another worker at most this many times."""
     strict_request_fields: bool = False
     """true: a request field the API does not know is a 400 naming it; false: accepted and logged, as vLLM does."""
+    kv_snapshot_timeout_s: Annotated[float, Field(ge=0)] = 2.0
+    """A frontend that starts asks every worker's agent for its cached KV blocks (and each worker that joins later), waiting up to this long for each before serving; 0: no snapshot, the router learns only from KV events stored from then on."""
+    share_load: bool = True
+    """Frontend processes share their in-flight requests per worker over NATS (every 100 ms), so that several do not pile onto one worker; false: each counts only its own (and the workers' load reports)."""
     router: RouterSpec = RouterSpec()
     disaggregation: DisaggregationSpec = DisaggregationSpec()
 

@@ -9,12 +9,15 @@ from prometheus_client.metrics import MetricWrapperBase
 
 
 def _registries() -> list[tuple[str, Callable[[CollectorRegistry], object]]]:
+    from dynamo_lite.frontend.load_share import LoadShareMetrics
     from dynamo_lite.frontend.metrics import FrontendMetrics
+    from dynamo_lite.frontend.snapshot import SnapshotMetrics
     from dynamo_lite.orchestrator.reconciler import SupervisorMetrics
     from dynamo_lite.planning.metrics import PlannerMetrics
     from dynamo_lite.worker.metrics import WorkerMetrics
 
-    return [("frontend", FrontendMetrics), ("worker agent", WorkerMetrics), ("planner", PlannerMetrics),
+    return [("frontend", FrontendMetrics), ("frontend", SnapshotMetrics), ("frontend", LoadShareMetrics),
+            ("worker agent", WorkerMetrics), ("planner", PlannerMetrics),
             ("supervisor (admin API)", SupervisorMetrics)]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -25,7 +26,9 @@ from dynamo_lite.frontend.errors import openai_errors
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.flow import RequestFlow
 from dynamo_lite.frontend.handlers import add_routes
+from dynamo_lite.frontend.load_share import open_load_share
 from dynamo_lite.frontend.metrics import FrontendMetrics
+from dynamo_lite.frontend.snapshot import open_snapshots
 from dynamo_lite.frontend.state import STATE, FrontendConfig, FrontendState
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.upstream import EngineClient
@@ -80,6 +83,9 @@ async def open_connections(app: web.Application) -> AsyncIterator[None]:
         stack.push_async_callback(_close, nc)
         for sub in await _subscribe(nc, cfg.namespace, state.fleet):
             stack.push_async_callback(sub.unsubscribe)
+        frontend_id = uuid.uuid4().hex[:12]  # this process, among the frontends sharing load and asking snapshots
+        await open_load_share(stack, nc, state, frontend_id)
+        await open_snapshots(stack, nc, state, watcher, frontend_id)
         submitter = PrefillSubmitter(nc, cfg.namespace)
         await submitter.start()
         stack.push_async_callback(submitter.stop)

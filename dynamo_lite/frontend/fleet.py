@@ -1,9 +1,12 @@
 """The live fleet as the frontend sees it: per model, a `Router` over its decode and
 aggregated workers, and the count of its prefill workers.
 
-Fed by three sources, all on the event loop: discovery (`on_worker_change`, a
-`WorkerWatcher` listener), relayed KV events (`on_kv_events`) and load reports
-(`on_load`). Pure apart from the metrics it counts: no I/O here.
+Fed by four sources, all on the event loop: discovery (`on_worker_change`, a
+`WorkerWatcher` listener), relayed KV events (`on_kv_events`), load reports
+(`on_load`) and KV snapshots (`begin_sync` / `end_sync`: while a worker's snapshot is
+fetched, its live KV batches are buffered; the snapshot becomes its baseline and the
+buffered batches apply on top, those it already covers dropped as duplicates).
+Pure apart from the metrics it counts: no I/O here.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from dataclasses import dataclass, field
 from dynamo_lite.discovery import WorkerChange
 from dynamo_lite.frontend.metrics import FrontendMetrics
 from dynamo_lite.protocol import (
+    KvEventBatch,
     LoadReport,
+    PeerLoad,
     RelayedKvEvents,
     Role,
     WorkerId,
+    WorkerLoad,
     WorkerRecord,
 )
-from router import Router, RouterConfig
+from router import EventOutcome, Router, RouterConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +66,29 @@ class ModelFleet:
         return sum(1 for w in self.workers.values() if w.role == role)
 
 
+@dataclass(frozen=True)
+class KvSnapshot:
+    """A worker's cached blocks as its agent sent them, consistent with its KV batch `seq` (-1: none)."""
+
+    worker_id: WorkerId
+    seq: int
+    batches: list[KvEventBatch]
+
+
+@dataclass
+class _Sync:
+    token: int
+    buffered: list[RelayedKvEvents] = field(default_factory=list)
+
+
 class Fleet:
     def __init__(self, routers: dict[str, RouterConfig], metrics: FrontendMetrics,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.metrics = metrics
         self.models = {name: ModelFleet(name, Router(cfg, clock=clock), {}, clock) for name, cfg in routers.items()}
         self._model_of: dict[WorkerId, str] = {}
+        self._syncing: dict[WorkerId, _Sync] = {}
+        self._sync_tokens = 0
 
     def get(self, model: str) -> ModelFleet | None:
         return self.models.get(model)
@@ -102,6 +125,7 @@ class Fleet:
     def _drop(self, record: WorkerRecord) -> None:
         fleet = self.models.get(record.model)
         self._model_of.pop(record.worker_id, None)
+        self._syncing.pop(record.worker_id, None)
         if fleet is None or fleet.workers.pop(record.worker_id, None) is None:
             return
         fleet.router.remove_worker(record.worker_id)
@@ -118,6 +142,13 @@ class Fleet:
         model = self._model_of.get(message.worker_id)
         if model is None:
             return  # a worker discovery does not (or no longer) know
+        sync = self._syncing.get(message.worker_id)
+        if sync is not None:
+            sync.buffered.append(message)
+            return
+        self._apply_kv(model, message)
+
+    def _apply_kv(self, model: str, message: RelayedKvEvents) -> None:
         fleet = self.models[model]
         outcome = fleet.router.apply_events(message.worker_id, message.seq, message.batch)
         self.metrics.kv_event_batches.labels(model, outcome.status.value).inc()
@@ -129,9 +160,57 @@ class Fleet:
             log.warning("worker %s: gap in KV events at seq %d; its cached blocks were cleared",
                         message.worker_id, message.seq)
 
+    # --- KV snapshots -------------------------------------------------------------
+    def begin_sync(self, worker_id: WorkerId) -> int | None:
+        """Start buffering a routed worker's live KV batches; returns the token for `end_sync`
+        (None: not a routed worker of a known model). A new sync supersedes one in progress."""
+        model = self._model_of.get(worker_id)
+        if model is None or worker_id not in self.models[model].router.workers:
+            return None
+        self._sync_tokens += 1
+        self._syncing[worker_id] = _Sync(self._sync_tokens)
+        return self._sync_tokens
+
+    def end_sync(self, worker_id: WorkerId, token: int, snapshot: KvSnapshot | None) -> EventOutcome | None:
+        """Load `snapshot` (None: it failed, keep the index as live events built it) as the worker's
+        baseline, then apply the buffered batches. A stale token (the worker left or re-synced
+        since) changes nothing. Returns the snapshot's outcome, if one was loaded."""
+        sync = self._syncing.get(worker_id)
+        model = self._model_of.get(worker_id)
+        if sync is None or sync.token != token or model is None:
+            return None
+        del self._syncing[worker_id]
+        outcome = None
+        if snapshot is not None:
+            outcome = self.models[model].router.load_snapshot(worker_id, snapshot.seq, snapshot.batches)
+        for message in sync.buffered:
+            self._apply_kv(model, message)
+        return outcome
+
+    def model_of(self, worker_id: WorkerId) -> str | None:
+        return self._model_of.get(worker_id)
+
     def on_load(self, report: LoadReport) -> None:
         model = self._model_of.get(report.worker_id)
         if model is None:
             return
         self.models[model].router.update_load(report)
         self.metrics.load_reports.labels(model).inc()
+
+    # --- other frontends' load ----------------------------------------------------
+    def on_peer_load(self, load: PeerLoad) -> None:
+        """Another frontend process's own in-flight load: each model's router takes its workers' part."""
+        parts: dict[str, dict[WorkerId, WorkerLoad]] = {name: {} for name in self.models}
+        for worker_id, worker_load in load.workers.items():
+            model = self._model_of.get(worker_id)
+            if model is not None:
+                parts[model][worker_id] = worker_load
+        for name, part in parts.items():
+            self.models[name].router.update_peer_load(load.frontend_id, load.ts, part)
+
+    def own_loads(self) -> dict[WorkerId, WorkerLoad]:
+        """This frontend's own in-flight load per busy worker, over all models (what it shares)."""
+        out: dict[WorkerId, WorkerLoad] = {}
+        for fleet in self.models.values():
+            out.update(fleet.router.own_loads())
+        return out

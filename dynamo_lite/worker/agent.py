@@ -1,11 +1,13 @@
 """The worker agent: sits beside one engine and connects it to the cluster.
 
 Start order: bind the KV-event relay (so the engine has a subscriber from its first
-event), start or attach the engine, connect NATS, register in etcd under a lease,
-publish load, and on prefill workers pull jobs from the prefill queue.
+event), connect NATS and answer KV snapshot requests (the relayed events also feed a
+`KvView` of what the engine caches, sent to frontends that start later), start or
+attach the engine, register in etcd under a lease, publish load, and on prefill
+workers pull jobs from the prefill queue.
 Stop order (bounded at every step): revoke the lease (routers drop the worker at
 once), stop pulling and hand back unfinished jobs, let the engine finish the
-requests it runs, stop load and KV-event publishing, drain NATS, stop the engine.
+requests it runs, stop load, KV-event and snapshot publishing, drain NATS, stop the engine.
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ from dataclasses import dataclass
 import aiohttp
 import msgspec
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from prometheus_client import CollectorRegistry
 
 from dynamo_lite.discovery import WorkerRegistration, etcd_client
 from dynamo_lite.protocol import (
+    KvEventBatch,
+    KvSnapshotChunk,
+    KvSnapshotRequest,
     LoadReport,
     PrefillJob,
     PrefillResult,
@@ -32,11 +39,13 @@ from dynamo_lite.protocol import (
     WorkerId,
     WorkerRecord,
     kv_events_subject,
+    kv_snapshot_subject,
     load_subject,
 )
 from dynamo_lite.queue import PrefillConsumer, QueueSettings, connect_nats
 from dynamo_lite.worker.engine import EngineHandle
 from dynamo_lite.worker.kv_relay import KvEventRelay
+from dynamo_lite.worker.kv_view import KvView
 from dynamo_lite.worker.load_reporter import (
     LoadReporter,
     cache_blocks,
@@ -82,6 +91,8 @@ class WorkerAgent:
             lambda: float(self.registration is not None and self.registration.registered.is_set()))
         self.metrics_server = MetricsServer(self.registry)
         self.prefill_handler: EnginePrefill | None = None
+        self.kv_view = KvView()  # what the engine caches, from the relayed events; served as snapshots
+        self._snapshots: Subscription | None = None
         self.relay = KvEventRelay(settings.worker_id, engine.kv_events_bind, self._publish_events,
                                   replay_endpoint=engine.kv_events_replay)
         self.load = LoadReporter(settings.worker_id, engine.url, self._publish_load, settings.load_interval_s)
@@ -91,6 +102,8 @@ class WorkerAgent:
         await self.metrics_server.start()
         self.relay.start()
         self.nc = await connect_nats(s.nats_url, f"worker-{s.worker_id}")
+        self._snapshots = await self.nc.subscribe(kv_snapshot_subject(s.namespace, s.worker_id),
+                                                  cb=self._serve_snapshot)
         await self.engine.start()
         self.session = aiohttp.ClientSession()
         await self.etcd.connect()
@@ -113,6 +126,7 @@ class WorkerAgent:
             ("draining engine", self._drain_engine(s.drain_timeout_s) if self.session else None),
             ("stopping load reports", self.load.stop()),
             ("stopping KV event relay", self.relay.stop()),
+            ("stopping KV snapshots", self._snapshots.unsubscribe() if self._snapshots is not None else None),
             ("draining NATS", self.nc.drain() if self.nc is not None and not self.nc.is_closed else None),
             ("closing etcd client", self.etcd.close()),
             ("closing HTTP session", self.session.close() if self.session else None),
@@ -175,6 +189,7 @@ class WorkerAgent:
 
     async def _publish_events(self, relayed: RelayedKvEvents, replayed: bool) -> None:
         self.metrics.kv_batches.labels("replayed" if replayed else "live").inc()
+        self.kv_view.apply(relayed)
         if self.nc is not None:
             await self.nc.publish(kv_events_subject(self.settings.namespace, self.settings.worker_id),
                                   msgspec.json.encode(relayed))
@@ -184,3 +199,22 @@ class WorkerAgent:
         if self.nc is not None:
             await self.nc.publish(load_subject(self.settings.namespace, self.settings.worker_id),
                                   msgspec.json.encode(report))
+
+    async def _serve_snapshot(self, msg: Msg) -> None:
+        """Answer a `KvSnapshotRequest` with the view's chunks, all rendered at once (one `seq`)."""
+        s = self.settings
+        try:
+            asker = msgspec.json.decode(msg.data, type=KvSnapshotRequest).frontend_id
+        except msgspec.DecodeError as e:
+            log.warning("worker %s: malformed KV snapshot request on %s: %s", s.worker_id, msg.subject, e)
+            return
+        if not msg.reply or self.nc is None:
+            return
+        seq = -1 if self.kv_view.seq is None else self.kv_view.seq
+        batches = self.kv_view.snapshot() or [KvEventBatch(ts=0.0, events=[])]
+        for i, batch in enumerate(batches):
+            chunk = KvSnapshotChunk(worker_id=s.worker_id, seq=seq, index=i, last=i == len(batches) - 1, batch=batch)
+            await self.nc.publish(msg.reply, msgspec.json.encode(chunk))
+        self.metrics.kv_snapshots.inc()
+        log.info("worker %s: KV snapshot of %d blocks at seq %d (%d chunks) sent to frontend %s", s.worker_id,
+                 len(self.kv_view), seq, len(batches), asker)

@@ -33,6 +33,8 @@ class WorkerMetrics:
         self.kv_batches = Counter(P + "kv_event_batches", "Engine KV event batches relayed to NATS, by path "
                                   "(live, or replayed after a gap)", ["path"], registry=r)  # fmt: skip
         self.load_reports = Counter(P + "load_reports", "Load reports published", registry=r)
+        self.kv_snapshots = Counter(P + "kv_snapshots", "KV snapshots (the engine's cached blocks) sent to frontends",
+                                    registry=r)
         self.prefill_jobs = Counter(P + "prefill_jobs", "Prefill jobs taken from the queue, by outcome "
                                     "(done, failed: handed back or reported)", ["outcome"], registry=r)  # fmt: skip
         self.prefill_seconds = Histogram(P + "prefill_job_seconds", "Engine time of one prefill job",

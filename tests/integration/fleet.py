@@ -71,14 +71,14 @@ class Fleet:
 
 
 def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dict[str, str], pools: str,
-                frontend: str, wait_for: dict[str, dict[str, int]]) -> Fleet:
+                frontend: str, wait_for: dict[str, dict[str, int]], lease_ttl_s: int = 3) -> Fleet:
     """`workers` maps worker id to pool; returns once the frontend sees `wait_for` ({model: {role: n}})."""
     nats, etcd = EmbeddedNats(tmp / "nats"), EmbeddedEtcd(tmp / "etcd")
     asyncio.run(nats.start())
     asyncio.run(etcd.start())
     spec = tmp / "cluster.yaml"
     spec.write_text(
-        f"namespace: {NS}\nstate_dir: {tmp / 'state'}\netcd: {{lease_ttl_s: 3}}\n"
+        f"namespace: {NS}\nstate_dir: {tmp / 'state'}\netcd: {{lease_ttl_s: {lease_ttl_s}}}\n"
         f"models:\n  - {{name: m, path: '{model_dir}', block_size: 16, max_model_len: 2048}}\n"
         f"  - {{name: agg, path: '{model_dir}', block_size: 16, max_model_len: 1024}}\n"
         f"  - {{name: empty, path: '{model_dir}', block_size: 16}}\n"
@@ -112,6 +112,18 @@ def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dic
         stop_fleet(fleet, procs)
         raise
     return fleet
+
+
+def start_frontend(fleet: Fleet, name: str, spec: Path | None = None) -> tuple[str, subprocess.Popen]:
+    """One more frontend process on the fleet's NATS and etcd, with the fleet's spec (or `spec`):
+    its URL and process (logs in `<name>.log`); the caller stops it."""
+    port = free_port()
+    nats, etcd = fleet.servers
+    spec = spec or fleet.log_dir.parent / "cluster.yaml"
+    with open(fleet.log_dir / f"{name}.log", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
+                                 "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    return f"http://127.0.0.1:{port}", proc
 
 
 def stop_fleet(fleet: Fleet, procs: SimpleNamespace) -> None:

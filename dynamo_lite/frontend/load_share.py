@@ -1,0 +1,98 @@
+"""Frontend processes share their in-flight load, as Dynamo's router replicas share active blocks.
+
+Each router sees its own requests at once, and the others' only through the workers' load
+reports, a second late. So every `interval_s` (about 100 ms) this process publishes its own
+per-worker figures (`PeerLoad`, from `Fleet.own_loads`: never what it learned from peers) on
+`<ns>.frontend_load.<frontend_id>` while it has requests in flight or they changed since the
+last message (so once more when it goes idle), and feeds every other process's messages to
+its routers (`Fleet.on_peer_load`). A process that stops publishing (killed) drops out of
+the others' figures after the router's `peer_load_ttl_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import msgspec
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from prometheus_client import CollectorRegistry, Counter
+
+from dynamo_lite.frontend.fleet import Fleet
+from dynamo_lite.frontend.state import FrontendState
+from dynamo_lite.protocol import PeerLoad, frontend_load_subject
+
+log = logging.getLogger(__name__)
+P = "dynamo_lite_frontend_"
+PUBLISH_INTERVAL_S = 0.1
+
+
+class LoadShareMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.published = Counter(P + "load_shares_published", "Own in-flight load messages published for the "
+                                 "other frontend processes", registry=registry)
+        self.received = Counter(P + "load_shares_received", "In-flight load messages received from other frontend "
+                                "processes", registry=registry)
+
+
+class LoadShare:
+    """Publishes this process's load and applies the others'; owns one task and one subscription."""
+
+    def __init__(self, nc: NatsClient, namespace: str, fleet: Fleet, frontend_id: str, metrics: LoadShareMetrics,
+                 interval_s: float = PUBLISH_INTERVAL_S) -> None:
+        self._nc, self._ns, self._fleet, self._metrics = nc, namespace, fleet, metrics
+        self.frontend_id = frontend_id
+        self._interval_s = interval_s
+        self._sub: Subscription | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        self._sub = await self._nc.subscribe(frontend_load_subject(self._ns, "*"), cb=self._on_peer)
+        self._task = asyncio.create_task(self._publish_forever(), name="frontend-load-share")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+            self._sub = None
+
+    async def _publish_forever(self) -> None:
+        subject = frontend_load_subject(self._ns, self.frontend_id)
+        last: dict = {}
+        while True:
+            await asyncio.sleep(self._interval_s)
+            loads = self._fleet.own_loads()
+            if loads or loads != last:
+                load = PeerLoad(frontend_id=self.frontend_id, ts=time.time(), workers=loads)
+                await self._nc.publish(subject, msgspec.json.encode(load))
+                self._metrics.published.inc()
+            last = loads
+
+    async def _on_peer(self, msg: Msg) -> None:
+        try:
+            load = msgspec.json.decode(msg.data, type=PeerLoad)
+        except msgspec.DecodeError as e:
+            log.warning("dropping malformed frontend load on %s: %s", msg.subject, e)
+            return
+        if load.frontend_id != self.frontend_id:
+            self._fleet.on_peer_load(load)
+            self._metrics.received.inc()
+
+
+async def open_load_share(stack: contextlib.AsyncExitStack, nc: NatsClient, state: FrontendState,
+                          frontend_id: str) -> None:
+    """Share this process's load (unless `frontend.share_load` is false) until `stack` closes."""
+    if not state.config.frontend.share_load:
+        return
+    share = LoadShare(nc, state.config.namespace, state.fleet, frontend_id, LoadShareMetrics(state.metrics.registry))
+    await share.start()
+    stack.push_async_callback(share.stop)
