@@ -88,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
     pools: list[Component] = []  # the worker pools, handed to the planner that scales them
+    frontends: list[Component] = []  # the frontend processes, whose metrics the planner reads
 
     def worker_pools(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
         from dynamo_lite.worker.pool import local_pools
@@ -96,9 +97,18 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
         return list(pools)
 
     def planner(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+        from dynamo_lite.frontend.component import FrontendProcess
         from dynamo_lite.planning import planner_stage
 
-        return list(planner_stage(spec, spec_path, endpoints, pools, on_scaled=supervisor.refresh_state))
+        metrics = [f"{f.metrics_url}/metrics" for f in frontends if isinstance(f, FrontendProcess)]
+        return list(planner_stage(spec, spec_path, endpoints, pools, on_scaled=supervisor.refresh_state,
+                                  frontend_metrics=metrics or None))
+
+    def frontend(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
+        from dynamo_lite.frontend.component import frontend_stage
+
+        frontends[:] = frontend_stage(spec, spec_path, endpoints.nats_url, endpoints.etcd_url)
+        return list(frontends)
 
     def observability(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
         from dynamo_lite.observability.prometheus import EmbeddedPrometheus
@@ -122,7 +132,7 @@ def _up(spec: ClusterSpec, args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"error: frontend.port: {e}", file=sys.stderr)
             return EXIT_FAILED
-    stages = [_models, observability, worker_pools, _frontend, planner]
+    stages = [_models, observability, worker_pools, frontend, planner]
     supervisor = Supervisor(spec, args.file.resolve(), component_factories=stages)
     if spec.admin.enabled:
         from dynamo_lite.orchestrator.admin import AdminServer, admin_app
@@ -159,12 +169,6 @@ def _models(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Co
 
     preparation = ModelPreparation(spec)
     return [preparation] if preparation.paths else []
-
-
-def _frontend(spec: ClusterSpec, spec_path: Path, endpoints: Endpoints) -> list[Component]:
-    from dynamo_lite.frontend.component import frontend_stage
-
-    return list(frontend_stage(spec, spec_path, endpoints.nats_url, endpoints.etcd_url))
 
 
 def _status(spec: ClusterSpec, args: argparse.Namespace) -> int:

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.connector == "kubernetes":
         from dynamo_lite.k8s.names import frontend_url
 
-        frontend = f"{frontend_url(spec).rstrip('/')}/metrics"
+        frontend = [f"{frontend_url(spec).rstrip('/')}/metrics"]  # the Service: one replica per scrape
     link = ClusterLink(spec, args.nats_url, args.etcd_url, spec.model_of(decode).name, decode.role, frontend)
     service = build_service(spec, link, make_connector(args.connector, spec), link.stop,
                             dry_run=args.connector == "none")

@@ -3,7 +3,9 @@
 Counters are turned into rates and means by differencing two scrapes: the
 request rate from arrivals (finished requests plus the change in those in
 flight, so that it does not lag a backlog), ISL and OSL from token counters per
-finished request, TTFT and ITL from their histograms' sum and count.
+finished request, TTFT and ITL from their histograms' sum and count. Several
+frontend processes (`frontend.processes`) are scraped each at its own metrics
+port and their samples summed, as one frontend.
 """
 
 from __future__ import annotations
@@ -112,25 +114,31 @@ def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
 
 
 class FrontendScraper:
-    """`await scrape(now)` -> Traffic since the previous scrape (None: first scrape, or unreachable)."""
+    """`await scrape(now)` -> Traffic since the previous scrape (None: first scrape, or a process unreachable).
 
-    def __init__(self, url: str, model: str, session: aiohttp.ClientSession,
+    `urls`: the /metrics of every frontend process; their samples are summed. A process restarted
+    between two scrapes starts its counters from 0, so that interval counts less than it had."""
+
+    def __init__(self, urls: list[str], model: str, session: aiohttp.ClientSession,
                  names: FrontendMetricNames = FrontendMetricNames()) -> None:
-        self.url = url
+        self.urls = urls
         self.model = model
         self.session = session
         self.names = names
         self._prev: tuple[float, dict[str, float]] | None = None
 
     async def scrape(self, now: float) -> Traffic | None:
-        try:
-            async with self.session.get(self.url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
-                resp.raise_for_status()
-                current = totals(await resp.text(), self.model, self.names)
-        except (aiohttp.ClientError, TimeoutError) as e:
-            log.debug("planner: frontend metrics at %s unavailable (%s)", self.url, e)
-            self._prev = None
-            return None
+        current: dict[str, float] = {}
+        for url in self.urls:
+            try:
+                async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
+                    resp.raise_for_status()
+                    for key, value in totals(await resp.text(), self.model, self.names).items():
+                        current[key] = current.get(key, 0.0) + value
+            except (aiohttp.ClientError, TimeoutError) as e:
+                log.debug("planner: frontend metrics at %s unavailable (%s)", url, e)
+                self._prev = None
+                return None
         prev, self._prev = self._prev, (now, current)
         if prev is None:
             return None

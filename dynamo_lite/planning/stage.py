@@ -79,10 +79,10 @@ class ClusterLink:
     """The planner's connections (NATS, etcd, the frontend) and its observer; start/stop in order."""
 
     def __init__(self, spec: ClusterSpec, nats_url: str, etcd_url: str, model: str, decode_role: Role,
-                 frontend_metrics_url: str | None = None) -> None:
+                 frontend_metrics_urls: list[str] | None = None) -> None:
         self.spec, self.nats_url, self.etcd_url = spec, nats_url, etcd_url
         f = spec.frontend
-        self.frontend_metrics_url = frontend_metrics_url or f"http://{f.host}:{f.port}/metrics"
+        self.frontend_metrics_urls = frontend_metrics_urls or [f"http://{f.host}:{f.port}/metrics"]
         self.model, self.decode_role = model, decode_role
         self.nc: NatsClient | None = None
         self.etcd = etcd_client(etcd_url)
@@ -96,7 +96,7 @@ class ClusterLink:
         self.watcher = WorkerWatcher(self.etcd, self.spec.namespace)
         await self.watcher.start()
         self.session = aiohttp.ClientSession()
-        frontend = FrontendScraper(self.frontend_metrics_url, self.model, self.session)
+        frontend = FrontendScraper(self.frontend_metrics_urls, self.model, self.session)
         self.observer = ClusterObserver(self.nc, self.watcher, self.spec.namespace, self.model, self.decode_role,
                                         frontend, stale_after_s=max(10.0, 3 * self.spec.planner.interval_s))
         await self.observer.start()
@@ -118,7 +118,8 @@ class ClusterLink:
 
 
 def planner_stage(spec: ClusterSpec, spec_path: Path, endpoints: object, pools: Sequence[object],
-                  on_scaled: Callable[[], None] | None = None) -> list[PlannerService]:
+                  on_scaled: Callable[[], None] | None = None,
+                  frontend_metrics: list[str] | None = None) -> list[PlannerService]:
     """The planner component when `planner.enabled`, else nothing.
 
     `endpoints`: the supervisor's Endpoints (nats_url, etcd_url). `pools`: the
@@ -126,6 +127,7 @@ def planner_stage(spec: ClusterSpec, spec_path: Path, endpoints: object, pools: 
     (replicas: 0 in the spec) gets a LocalPool of its own, stopped with the planner.
     `on_scaled`: called after each scaling action, e.g. to rewrite the state file
     so that `orchestrator status` lists the workers the planner added.
+    `frontend_metrics`: the /metrics URL of each frontend process (default: the frontend's port).
     """
     p = spec.planner
     if not p.enabled:
@@ -141,7 +143,7 @@ def planner_stage(spec: ClusterSpec, spec_path: Path, endpoints: object, pools: 
     local = {**existing, **{lp.pool.name: lp for lp in owned}}
     connector = LocalConnector({pool: local[ps.name] for pool, ps in targets.items()}, on_scaled=on_scaled)
     decode = targets[Pool.DECODE]
-    link = ClusterLink(spec, nats_url, etcd_url, spec.model_of(decode).name, decode.role)
+    link = ClusterLink(spec, nats_url, etcd_url, spec.model_of(decode).name, decode.role, frontend_metrics)
 
     async def stop_link_and_owned_pools() -> None:
         await link.stop()

@@ -14,11 +14,13 @@ FAULTS_REPORT=path the rows are also written there as JSON (docs/operations/faul
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,11 +61,19 @@ class FaultFleet:
         self.fleet.agents[worker_id] = self.procs.spawn(self.fleet.log_dir, self.spec, pool, self.nats.url,
                                                         self.etcd.url, worker_id)
 
-    def start_frontend(self) -> None:
-        with open(self.fleet.log_dir / "frontend.log", "ab") as out:
-            self.fleet.frontend = subprocess.Popen(
-                [sys.executable, "-m", "dynamo_lite.frontend", "-f", str(self.spec), "--nats-url", self.nats.url,
-                 "--etcd-url", self.etcd.url, "--port", str(self.frontend_port)], stdout=out, stderr=subprocess.STDOUT)
+    def start_frontend(self, index: int | None = None, metrics_port: int | None = None) -> subprocess.Popen:
+        """The frontend on the fleet's port; with `index`, one of several there (SO_REUSEPORT), serving its
+        own /metrics and /health on `metrics_port`. Without, it becomes `fleet.frontend`."""
+        argv = [sys.executable, "-m", "dynamo_lite.frontend", "-f", str(self.spec), "--nats-url", self.nats.url,
+                "--etcd-url", self.etcd.url, "--port", str(self.frontend_port)]
+        if index is not None:
+            argv += ["--reuse-port", "--process-index", str(index), "--metrics-port", str(metrics_port)]
+        name = "frontend.log" if index is None else f"frontend-{index}.log"
+        with open(self.fleet.log_dir / name, "ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        if index is None:
+            self.fleet.frontend = proc
+        return proc
 
     def records(self) -> dict[str, WorkerRecord]:
         return self.fleet.records()
@@ -130,27 +140,31 @@ class Row:
     note: str = ""
 
 
-def under_traffic(ff: FaultFleet, name: str, fault: Callable[[], str], after_s: float = 6.0) -> Row:
-    """Traffic for 3 s, then `fault()` (returns a note), then traffic for `after_s`; the outcomes as a Row."""
-    def counters() -> tuple[float, float]:
-        url = ff.fleet.url
-        return (metric(url, "dynamo_lite_frontend_migrations_total"),
-                metric(url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="prefill_failed"))
+def under_traffic(ff: FaultFleet, name: str, fault: Callable[[], str | tuple[str, float]], after_s: float = 6.0,
+                  frontends: list[str] | None = None, traffic: Traffic | None = None) -> Row:
+    """Traffic for 3 s, then `fault()`, then traffic for `after_s`; the outcomes as a Row. `fault` returns a
+    note, or a note and the moment the fault took effect (default: when `fault` was called). The frontend's
+    counters are read from `frontends` (each process's own /metrics; default: the fleet's URL)."""
+    def counters() -> list[float]:
+        return [value for url in frontends or [ff.fleet.url] for value in (
+            metric(url, "dynamo_lite_frontend_migrations_total"),
+            metric(url, "dynamo_lite_frontend_disaggregation_decisions_total", reason="prefill_failed"))]
 
-    traffic = Traffic(ff.fleet.url, RATE)
+    traffic = traffic or Traffic(ff.fleet.url, RATE)
     traffic.start()
     try:
         time.sleep(3)  # the traffic's pace: requests in every stage when the fault hits
         before = counters()
         t_fault = time.monotonic()
-        note = fault()
+        struck = fault()
+        note, t_fault = struck if isinstance(struck, tuple) else (struck, t_fault)
         time.sleep(after_s)  # likewise: traffic through the fault's aftermath
     finally:
         traffic.stop()
     # The frontend's own counters (a restarted frontend starts from 0), once every request has ended:
     # a remote prefill held by a dead worker falls back only after prefill_timeout_s.
-    after_counters = counters()
-    migrated, local = (int(a - b) if a >= b else int(a) for a, b in zip(after_counters, before, strict=True))
+    deltas = [int(a - b) if a >= b else int(a) for a, b in zip(counters(), before, strict=True)]
+    migrated, local = sum(deltas[0::2]), sum(deltas[1::2])
     t = summarize(traffic.outcomes, t_fault)
     row = Row(name, t.sent, t.completed, t.errored, t.lost, t.recovery_s, migrated, local, t.errors, note)
     ROWS.append(asdict(row))
@@ -274,3 +288,61 @@ def test_frontend_restarted(ff: FaultFleet) -> None:
     assert row.lost == 0, row
     assert set(row.errors) <= {"error:APIConnectionError"}, row
     assert {w: r.pid for w, r in ff.records().items()} == before  # workers unaffected
+
+
+def test_one_of_two_frontend_processes_killed(ff: FaultFleet) -> None:
+    """Two frontend processes on the fleet's port (SO_REUSEPORT, as `frontend.processes: 2` runs them); the
+    traffic opens a new connection per request, so the kernel places each on a live process. Process 1 is
+    SIGKILLed while it holds streams, and restarted at once (orchestrator up does the same after its
+    backoff: tests/e2e/test_frontend_processes.py). Requests sent after it is gone must all complete; the
+    streams it held are cut, and counted: each ends in a connection error, none hangs."""
+    own = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{p}" for p in own]
+    ff.fleet.frontend.terminate()  # the fixture's single frontend makes way for the two
+    ff.fleet.frontend.wait(30)
+    procs = [ff.start_frontend(i, own[i]) for i in range(2)]
+    held: dict[str, float] = {}
+
+    def ready(i: int) -> bool:
+        try:
+            body = json.loads(urllib.request.urlopen(f"{urls[i]}/health", timeout=2).read())
+        except (OSError, ValueError):
+            assert procs[i].poll() is None, (ff.fleet.log_dir / f"frontend-{i}.log").read_text()[-3000:]
+            return False
+        return (body["models"]["m"]["prefill"], body["models"]["m"]["decode"]) == (2, 2)
+
+    def kill_one() -> tuple[str, float]:
+        held["in_flight"] = eventually(
+            lambda: metric(urls[1], "dynamo_lite_frontend_requests_in_flight") or None, timeout=10,
+            what="process 1 holding streams")
+        procs[1].kill()
+        procs[1].wait()  # gone: its listening socket has left the port's group
+        gone = held["gone"] = time.monotonic()
+        procs[1] = ff.start_frontend(1, own[1])
+        eventually(lambda: ready(1), timeout=60, what="process 1 back, with every worker in its view")
+        held["back_s"] = time.monotonic() - gone
+        return "", gone
+
+    try:
+        for i in range(2):
+            eventually(lambda i=i: ready(i), timeout=60, what=f"frontend process {i} serving")
+        traffic = Traffic(ff.fleet.url, RATE, fresh_connections=True)
+        row = under_traffic(ff, "one of 2 frontend processes SIGKILL", kill_one, frontends=urls, traffic=traffic)
+        t_kill = held["gone"]
+        after = [o for o in traffic.outcomes if o.sent >= t_kill]
+        cut = [o for o in traffic.outcomes if o.sent < t_kill and o.status != "completed"]
+        ROWS[-1]["note"] = (
+            f"2 processes on one port (SO_REUSEPORT), a new connection per request: {len(cut)} stream(s) held by "
+            f"the killed process cut (its in-flight gauge read {held['in_flight']:.0f} just before the kill), "
+            f"0 errors among the {len(after)} sent after it; restarted at once, it served again "
+            f"{held['back_s']:.1f} s later")
+        print(ROWS[-1]["note"])
+        assert after and all(o.status == "completed" for o in after), [o.status for o in after]
+        assert row.lost == 0 and row.errored == len(cut) >= 1, row
+        assert set(row.errors) == {"error:APIConnectionError"}, row
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(30)
+        ff.start_frontend()
+        ff.wait_workers(2, 2)

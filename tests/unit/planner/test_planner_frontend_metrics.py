@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from dynamo_lite.frontend.metrics import FrontendMetrics
-from dynamo_lite.planning.frontend_metrics import totals, traffic
+from dynamo_lite.infra import free_port
+from dynamo_lite.planning.frontend_metrics import FrontendScraper, totals, traffic
 
 
 def test_distribution_and_shares_over_the_interval():
@@ -26,3 +29,37 @@ def test_distribution_and_shares_over_the_interval():
     assert sum(x * s for x, s in t.isl_dist) == pytest.approx(20600 / 3)  # the mean is the histogram's own
     assert [round(s, 3) for _, s in t.isl_dist] == [0.667, 0.333]
     assert t.cached_share == pytest.approx(0.1) and t.remote_share == pytest.approx(1 / 3)
+
+
+async def test_several_frontend_processes_are_scraped_and_summed_as_one_frontend():
+    """`frontend.processes: 2`: each process's own /metrics (real HTTP servers here), summed per scrape."""
+    registries = [CollectorRegistry(), CollectorRegistry()]
+    processes = [FrontendMetrics(r) for r in registries]
+    runners, urls = [], []
+    for registry in registries:
+        app = web.Application()
+
+        async def scrape(_: web.Request, registry: CollectorRegistry = registry) -> web.Response:
+            return web.Response(body=generate_latest(registry), content_type="text/plain")
+
+        app.router.add_get("/metrics", scrape)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runners.append(runner)
+        urls.append(f"http://127.0.0.1:{port}/metrics")
+    try:
+        async with aiohttp.ClientSession() as session:
+            scraper = FrontendScraper(urls, "m", session)
+            assert await scraper.scrape(0.0) is None  # the first scrape only sets the baseline
+            for m, n in zip(processes, (3, 1), strict=True):
+                m.requests.labels("m", "completions", "200").inc(n)
+                m.input_tokens.labels("m").inc(100 * n)
+            t = await scraper.scrape(2.0)
+            assert t is not None and t.request_rate == pytest.approx(2.0) and t.isl == pytest.approx(100)
+            await runners[1].cleanup()  # one process down: no traffic figure rather than half of it
+            assert await scraper.scrape(4.0) is None
+    finally:
+        for runner in runners:
+            await runner.cleanup()
