@@ -1,4 +1,4 @@
-"""The frontend (Deployment + Service) and the planner (Deployment, with RBAC that
+"""The frontend (Deployment, Service, and a headless Service naming each replica) and the planner (Deployment, with RBAC that
 allows nothing but reading and patching the scale of this cluster's pool Deployments)."""
 
 from __future__ import annotations
@@ -45,12 +45,18 @@ def frontend(spec: ClusterSpec, spec_text: str) -> list[Obj]:
         "spec": {"replicas": spec.frontend.k8s_replicas(), "selector": {"matchLabels": selector},
                  "template": pod},
     }
+    ports = [{"name": "http", "port": port, "targetPort": "http"}]
     service = {
         "apiVersion": "v1", "kind": "Service", "metadata": metadata(spec, name, ns, selector),
-        "spec": {"type": spec.kubernetes.frontend_service_type, "selector": selector,
-                 "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
+        "spec": {"type": spec.kubernetes.frontend_service_type, "selector": selector, "ports": ports},
     }
-    return [service, deployment]
+    # Headless: its DNS name resolves to every ready pod, for the planner's per-replica scrapes.
+    pods = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": metadata(spec, object_name(spec, "frontend-pods"), ns, selector),
+        "spec": {"clusterIP": "None", "selector": selector, "ports": ports},
+    }
+    return [service, pods, deployment]
 
 
 def planner_rbac(spec: ClusterSpec) -> list[Obj]:

@@ -90,6 +90,7 @@ def credentials_secret(spec: ClusterSpec) -> str:
     return object_name(spec, "credentials")
 
 
-def frontend_url(spec: ClusterSpec) -> str:
-    """The frontend's Service, e.g. for the planner's traffic metrics."""
-    return f"http://{object_name(spec, 'frontend')}.{k8s_namespace(spec)}.svc:{spec.frontend.port}"
+def frontend_pods_url(spec: ClusterSpec) -> str:
+    """The frontend's headless Service, whose name resolves to every ready frontend pod: the planner
+    scrapes each replica's /metrics there (a scrape of the Service reaches one replica)."""
+    return f"http://{object_name(spec, 'frontend-pods')}.{k8s_namespace(spec)}.svc:{spec.frontend.port}"

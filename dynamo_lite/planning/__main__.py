@@ -55,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     frontend = None
     if args.connector == "kubernetes":
-        from dynamo_lite.k8s.names import frontend_url
+        from dynamo_lite.k8s.names import frontend_pods_url
 
-        frontend = [f"{frontend_url(spec).rstrip('/')}/metrics"]  # the Service: one replica per scrape
-    link = ClusterLink(spec, args.nats_url, args.etcd_url, spec.model_of(decode).name, decode.role, frontend)
+        # The headless Service: one address per ready frontend pod, each scraped (the Service reaches one).
+        frontend = [f"{frontend_pods_url(spec)}/metrics"]
+    link = ClusterLink(spec, args.nats_url, args.etcd_url, spec.model_of(decode).name, decode.role, frontend,
+                       every_address=frontend is not None)
     service = build_service(spec, link, make_connector(args.connector, spec), link.stop,
                             dry_run=args.connector == "none")
 

@@ -10,9 +10,12 @@ port and their samples summed, as one frontend.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import socket
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -114,22 +117,33 @@ def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
 
 
 class FrontendScraper:
-    """`await scrape(now)` -> Traffic since the previous scrape (None: first scrape, or a process unreachable).
+    """`await scrape(now)` -> Traffic since the previous scrape (None: first scrape, a process unreachable,
+    or the set of processes changed).
 
-    `urls`: the /metrics of every frontend process; their samples are summed. A process restarted
-    between two scrapes starts its counters from 0, so that interval counts less than it had."""
+    `urls`: the /metrics of every frontend process; their samples are summed. With `every_address`, each
+    URL's host is resolved at every scrape and each of its addresses scraped: a Kubernetes headless
+    Service names every ready frontend pod. A process restarted between two scrapes starts its counters
+    from 0, so that interval counts less than it had."""
 
     def __init__(self, urls: list[str], model: str, session: aiohttp.ClientSession,
-                 names: FrontendMetricNames = FrontendMetricNames()) -> None:
+                 names: FrontendMetricNames = FrontendMetricNames(), every_address: bool = False) -> None:
         self.urls = urls
         self.model = model
         self.session = session
         self.names = names
+        self.every_address = every_address
         self._prev: tuple[float, dict[str, float]] | None = None
+        self._scraped: list[str] = []
 
     async def scrape(self, now: float) -> Traffic | None:
         current: dict[str, float] = {}
-        for url in self.urls:
+        try:
+            targets = await self._targets()
+        except OSError as e:
+            log.debug("planner: frontend addresses of %s unavailable (%s)", self.urls, e)
+            self._prev = None
+            return None
+        for url in targets:
             try:
                 async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=5)) as resp:
                     resp.raise_for_status()
@@ -139,7 +153,22 @@ class FrontendScraper:
                 log.debug("planner: frontend metrics at %s unavailable (%s)", url, e)
                 self._prev = None
                 return None
+        if targets != self._scraped:  # a process came or went: its counters are not in both sums
+            self._scraped, self._prev = targets, None
         prev, self._prev = self._prev, (now, current)
         if prev is None:
             return None
         return traffic(prev[1], current, now - prev[0], self.names)
+
+    async def _targets(self) -> list[str]:
+        if not self.every_address:
+            return self.urls
+        loop = asyncio.get_running_loop()
+        out = []
+        for url in self.urls:
+            parts = urlsplit(url)
+            infos = await loop.getaddrinfo(parts.hostname, parts.port, type=socket.SOCK_STREAM)
+            for address in sorted({info[4][0] for info in infos}):
+                host = f"[{address}]" if ":" in address else address
+                out.append(urlunsplit(parts._replace(netloc=f"{host}:{parts.port}")))
+        return out

@@ -79,10 +79,11 @@ class ClusterLink:
     """The planner's connections (NATS, etcd, the frontend) and its observer; start/stop in order."""
 
     def __init__(self, spec: ClusterSpec, nats_url: str, etcd_url: str, model: str, decode_role: Role,
-                 frontend_metrics_urls: list[str] | None = None) -> None:
+                 frontend_metrics_urls: list[str] | None = None, every_address: bool = False) -> None:
         self.spec, self.nats_url, self.etcd_url = spec, nats_url, etcd_url
         f = spec.frontend
         self.frontend_metrics_urls = frontend_metrics_urls or [f"http://{f.host}:{f.port}/metrics"]
+        self.every_address = every_address  # resolve each URL's host to all its addresses (frontend pods)
         self.model, self.decode_role = model, decode_role
         self.nc: NatsClient | None = None
         self.etcd = etcd_client(etcd_url)
@@ -96,7 +97,8 @@ class ClusterLink:
         self.watcher = WorkerWatcher(self.etcd, self.spec.namespace)
         await self.watcher.start()
         self.session = aiohttp.ClientSession()
-        frontend = FrontendScraper(self.frontend_metrics_urls, self.model, self.session)
+        frontend = FrontendScraper(self.frontend_metrics_urls, self.model, self.session,
+                                   every_address=self.every_address)
         self.observer = ClusterObserver(self.nc, self.watcher, self.spec.namespace, self.model, self.decode_role,
                                         frontend, stale_after_s=max(10.0, 3 * self.spec.planner.interval_s))
         await self.observer.start()

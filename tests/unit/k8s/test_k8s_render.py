@@ -13,7 +13,7 @@ import pytest
 
 from dynamo_lite.config import ClusterSpec, ConfigError, load_cluster_spec, parse_cluster_spec
 from dynamo_lite.k8s import render_k8s
-from dynamo_lite.k8s.names import pool_deployments
+from dynamo_lite.k8s.names import frontend_pods_url, pool_deployments
 from dynamo_lite.k8s.render import add_render_command, main, run_render, write_dir
 from dynamo_lite.worker.agent import AgentSettings
 from tests.unit.k8s.schema import schema_errors
@@ -159,7 +159,11 @@ def test_frontend_runs_frontend_processes_as_replicas_behind_its_service(process
     assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in api["ports"]}
     assert "--reuse-port" not in api["command"] and "--process-index" not in api["command"]
     assert api["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
-    assert schema_errors(deployment) == [] and schema_errors(service) == []
+    # The planner scrapes each replica's /metrics at the headless Service's addresses (frontend_pods_url).
+    (pods,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == "fe-frontend-pods"]
+    assert pods["spec"]["clusterIP"] == "None" and pods["spec"]["selector"] == service["spec"]["selector"]
+    assert frontend_pods_url(parse_cluster_spec(text)) == "http://fe-frontend-pods.fe.svc:8000"
+    assert schema_errors(deployment) == [] and schema_errors(service) == [] and schema_errors(pods) == []
 
 
 def test_planner_rbac_allows_only_get_and_patch_of_the_pool_deployments_scale() -> None:

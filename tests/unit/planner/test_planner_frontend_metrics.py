@@ -58,6 +58,14 @@ async def test_several_frontend_processes_are_scraped_and_summed_as_one_frontend
                 m.input_tokens.labels("m").inc(100 * n)
             t = await scraper.scrape(2.0)
             assert t is not None and t.request_rate == pytest.approx(2.0) and t.isl == pytest.approx(100)
+            # By name, resolved at each scrape (as the planner reads a Kubernetes headless Service):
+            # localhost is 127.0.0.1 here, so the same two processes.
+            named = FrontendScraper([u.replace("127.0.0.1", "localhost") for u in urls], "m", session,
+                                    every_address=True)
+            assert await named.scrape(0.0) is None
+            processes[0].requests.labels("m", "completions", "200").inc(4)
+            t = await named.scrape(1.0)
+            assert t is not None and t.request_rate == pytest.approx(4.0)
             await runners[1].cleanup()  # one process down: no traffic figure rather than half of it
             assert await scraper.scrape(4.0) is None
     finally:
