@@ -1,8 +1,12 @@
 """The life of one request after validation: route, decide where prefill runs, stream
 from the decode worker, and move the request to another worker if its worker fails.
 
-`RequestFlow.run(request)` is an async generator of output `Piece`s that ends with
-one `Outcome` (tokens, cached tokens, workers, migrations). What goes wrong is a
+`RequestFlow.run(request, whole)` is an async generator of output `Piece`s that ends
+with one `Outcome` (tokens, cached tokens, workers, migrations). With `whole` (a client
+that wants one JSON answer) the engine is asked for one answer too, and a worker that
+fails is replaced by resending the whole request (nothing was passed on yet); TTFT and
+ITL are not observed for those (the frontend does not see the first token), and the SLO
+counter holds their duration to TTFT target + ITL target per further token. What goes wrong is a
 `RequestFailed` (request.py) that names what happened (no worker, migrations
 exhausted, worker timed out, engine refused); the HTTP layer gives it a status,
 or, after the first piece, an SSE error event. Closing the generator (client
@@ -16,8 +20,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from prometheus_client import Histogram
-
 from dynamo_lite.frontend.disagg import (
     DisaggPolicy,
     Reason,
@@ -25,7 +27,7 @@ from dynamo_lite.frontend.disagg import (
     decide_on_queue,
 )
 from dynamo_lite.frontend.fleet import Fleet, ModelFleet
-from dynamo_lite.frontend.metrics import FrontendMetrics
+from dynamo_lite.frontend.metrics import FrontendMetrics, ModelMetrics
 from dynamo_lite.frontend.request import (
     EngineRefused,
     GenerationRequest,
@@ -74,8 +76,10 @@ class RequestFlow:
         self.metrics = metrics
         self.settings = settings
 
-    async def run(self, req: GenerationRequest) -> AsyncIterator[Piece | Outcome]:
+    async def run(self, req: GenerationRequest, whole: bool = False) -> AsyncIterator[Piece | Outcome]:
         fleet = self.fleet.get(req.model)
+        mm = self.metrics.for_model(req.model)
+        whole = whole and not req.sampling.echo  # prompt logprobs are read from a stream's first chunk
         generated: list[int] = []
         failed: set[WorkerId] = set()
         workers: list[WorkerId] = []
@@ -83,7 +87,7 @@ class RequestFlow:
         finish_reason: str | None = None
         stop_reason: int | str | None = None
         echo_pending = req.prompt_logprobs  # until the prompt's logprobs came (in the first piece)
-        timing = _TokenTiming(req.arrival, self.metrics.ttft.labels(req.model), self.metrics.itl.labels(req.model))
+        timing = _TokenTiming(req.arrival, mm, whole)
         while True:
             candidates = fleet.candidates(exclude=failed) if fleet is not None else []
             if fleet is None or not candidates:
@@ -92,13 +96,13 @@ class RequestFlow:
             prompt = req.prompt_ids + generated
             started = time.perf_counter()
             decision = fleet.router.route(prompt, candidates)
-            self.metrics.router_decision.labels(req.model).observe(time.perf_counter() - started)
-            self.metrics.routed_overlap_ratio.labels(req.model).observe(decision.overlap_tokens / len(prompt))
+            mm.router_decision.observe(time.perf_counter() - started)
+            mm.routed_overlap_ratio.observe(decision.overlap_tokens / len(prompt))
             worker = fleet.workers[decision.worker_id]
-            self.metrics.routed.labels(req.model, worker.worker_id, decision.mode.value).inc()
-            self.metrics.routed_overlap.labels(req.model).inc(decision.overlap_tokens)
+            mm.routed(worker.worker_id, decision.mode.value).inc()
+            mm.routed_overlap.inc(decision.overlap_tokens)
             # Prompt logprobs need the prompt computed where the request runs, not shipped as KV.
-            kv_params = None if req.prompt_logprobs else await self._prefill(req, fleet, worker, decision, prompt)
+            kv_params = None if req.prompt_logprobs else await self._prefill(req, mm, fleet, worker, decision, prompt)
             sampling = req.sampling if not workers else req.sampling.resumed(len(generated), echo_pending)
             attempt = RequestId(f"{req.request_id}#{len(workers)}")
             workers.append(worker.worker_id)
@@ -107,7 +111,7 @@ class RequestFlow:
             try:
                 async for piece in self.engines.stream(worker, req.request_id, req.model, prompt,
                                                        req.max_tokens - len(generated), sampling, kv_params,
-                                                       usage):  # fmt: skip
+                                                       usage, whole):  # fmt: skip
                     ids = piece.token_ids if piece.token_ids is not None else req.retokenize(piece.text)
                     if (ids or piece.text) and timing.output(len(ids)):
                         fleet.router.on_prefill_done(attempt)
@@ -121,7 +125,7 @@ class RequestFlow:
                 # the mock), else the router's estimate; after a migration, the last worker's.
                 cached = usage.cached_tokens if usage.cached_tokens is not None else decision.overlap_tokens
                 met = timing.within(self.settings.ttft_target_s, self.settings.itl_target_s)
-                self.metrics.slo.labels(req.model, "true" if met else "false").inc()
+                mm.slo[met].inc()
                 yield Outcome(len(generated), min(cached, len(req.prompt_ids)), finish_reason, tuple(workers),
                               migrations, stop_reason)
                 return
@@ -144,8 +148,8 @@ class RequestFlow:
                     raise NoWorker(f"Worker failed and no other worker of model `{req.model}` is available: "
                                    f"{e}") from e  # fmt: skip
                 migrations += 1
-                stage = "mid_stream" if generated else "before_first_token"
-                self.metrics.migrations.labels(req.model, "timeout" if timed_out else stage).inc()
+                stage = "mid_stream" if generated else "whole_request" if whole else "before_first_token"
+                mm.migrations("timeout" if timed_out else stage).inc()
                 log.warning("request %s: worker %s %s after %d tokens; migrating", req.request_id, worker.worker_id,
                             "timed out" if timed_out else f"failed ({e})", len(generated))
             except UpstreamRejected as e:
@@ -153,8 +157,8 @@ class RequestFlow:
             finally:
                 fleet.router.on_request_finish(attempt)
 
-    async def _prefill(self, req: GenerationRequest, fleet: ModelFleet, worker: WorkerRecord, decision: Decision,
-                       prompt: list[int]) -> KvTransferParams | None:
+    async def _prefill(self, req: GenerationRequest, mm: ModelMetrics, fleet: ModelFleet, worker: WorkerRecord,
+                       decision: Decision, prompt: list[int]) -> KvTransferParams | None:
         """Decide where prefill runs; run it remotely when that wins. Returns the decode step's kv params."""
         policy = self.settings.disagg
         prefill_workers = fleet.count(Role.PREFILL) if self.submitter is not None else 0
@@ -164,7 +168,7 @@ class RequestFlow:
             assert self.submitter is not None
             try:
                 pending = (await self.submitter.depth(req.model)).pending
-                self.metrics.queue_depth.labels(req.model).set(pending)
+                mm.queue_depth.set(pending)
             except Exception as e:  # noqa: BLE001 - no depth known: treat the queue as backed up
                 log.warning("request %s: prefill queue depth unavailable (%s); prefilling locally", req.request_id, e)
                 pending = policy.max_prefill_queue
@@ -175,27 +179,32 @@ class RequestFlow:
             try:
                 done = await self.submitter.prefill(req.request_id, req.model, prompt, self.settings.prefill_timeout_s)
                 params = done.kv_transfer_params
-                self.metrics.queue_wait.labels(req.model).observe(time.monotonic() - started)
+                mm.queue_wait.observe(time.monotonic() - started)
             except PrefillError as e:
                 log.warning("request %s: remote prefill failed (%s); prefilling on %s", req.request_id, e,
                             worker.worker_id)
                 reason = Reason.PREFILL_FAILED
-        self.metrics.disagg.labels(req.model, reason.value).inc()
+        mm.disagg(reason.value).inc()
         log.debug("request %s -> %s (overlap %d, uncached %d, prefill %s)", req.request_id, worker.worker_id,
                   decision.overlap_tokens, decision.uncached_tokens, reason.value)
         return params
 
 
 class _TokenTiming:
-    """TTFT once per request (across migrations) and ITL per token, from output arrival times."""
+    """TTFT once per request (across migrations) and ITL per token, from output arrival times.
 
-    def __init__(self, arrival: float, ttft: Histogram, itl: Histogram) -> None:
+    A whole answer comes at once: its arrival is no first token, so nothing is observed, and
+    `within` holds its duration to the targets a request meeting both would keep.
+    """
+
+    def __init__(self, arrival: float, mm: ModelMetrics, whole: bool = False) -> None:
         self.first: float | None = None
         self.last: float | None = None
         self.tokens = 0
         self.arrival = arrival
-        self.ttft = ttft
-        self.itl = itl
+        self.ttft = mm.ttft
+        self.itl = mm.itl
+        self.whole = whole
 
     def output(self, tokens: int) -> bool:
         """Output arrived (`tokens` of it); True when it is the request's first."""
@@ -204,8 +213,9 @@ class _TokenTiming:
         self.tokens += tokens
         if first:
             self.first = now
-            self.ttft.observe(now - self.arrival)
-        elif tokens:
+            if not self.whole:
+                self.ttft.observe(now - self.arrival)
+        elif tokens and not self.whole:
             gap = (now - self.last) / tokens  # type: ignore[operator]
             for _ in range(tokens):
                 self.itl.observe(gap)
@@ -216,5 +226,7 @@ class _TokenTiming:
         """Whether TTFT and the mean inter-token latency met their targets."""
         if self.first is None or self.last is None:
             return False
+        if self.whole:
+            return self.last - self.arrival <= ttft_s + itl_s * max(0, self.tokens - 1)
         mean_itl = (self.last - self.first) / (self.tokens - 1) if self.tokens > 1 else 0.0
         return self.first - self.arrival <= ttft_s and mean_itl <= itl_s

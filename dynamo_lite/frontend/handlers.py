@@ -216,22 +216,22 @@ async def _generate(request: web.Request, state: FrontendState, p: Plan) -> web.
         raise ApiError(503, "The frontend is starting or stopping.", code="not_ready")
     model = p.requests[0].model
     p.header["X-Request-Id"] = p.shape.id.split("-", 1)[1]
-    state.metrics.in_flight.labels(model).inc()
+    mm = state.metrics.for_model(model)
+    mm.in_flight.inc()
     flow = state.flow
     try:
-        response = await serve(request, p, [flow.run(r) for r in p.requests])
+        response = await serve(request, p, [flow.run(r, whole=not p.stream) for r in p.requests])
         if len(p.outcomes) == len(p.requests):
-            m = state.metrics
             prompts = {p.prompt_of[i]: len(r.prompt_ids) for i, r in enumerate(p.requests)}
-            m.input_tokens.labels(model).inc(sum(prompts.values()))
+            mm.input_tokens.inc(sum(prompts.values()))
             for n in prompts.values():
-                m.prompt_len.labels(model).observe(n)
-            m.output_tokens.labels(model).inc(sum(o.completion_tokens for o in p.outcomes.values()))
-            m.cached_tokens.labels(model).inc(p.usage().get("prompt_tokens_details", {}).get("cached_tokens", 0))
-            m.e2e.labels(model).observe(time.monotonic() - p.requests[0].arrival)
+                mm.prompt_len.observe(n)
+            mm.output_tokens.inc(sum(o.completion_tokens for o in p.outcomes.values()))
+            mm.cached_tokens.inc(p.usage().get("prompt_tokens_details", {}).get("cached_tokens", 0))
+            mm.e2e.observe(time.monotonic() - p.requests[0].arrival)
         return response
     finally:
-        state.metrics.in_flight.labels(model).dec()
+        mm.in_flight.dec()
 
 
 async def models(request: web.Request) -> web.Response:

@@ -1,6 +1,13 @@
-"""The frontend's Prometheus metrics, on a registry passed in (never the global default)."""
+"""The frontend's Prometheus metrics, on a registry passed in (never the global default).
+
+`labels()` is a dict lookup under a lock, with the label values joined into a key: the
+request path takes its children from `for_model(model)` (`ModelMetrics`, built once per
+model) and from small dicts for the labels that vary (worker, reason), not per request.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -20,9 +27,9 @@ class FrontendMetrics:
         self.rejected = Counter(P + "admission_rejections", "Requests refused with 429 by admission control",
                                 registry=r)
         self.queued = Gauge(P + "requests_queued", "Requests waiting for an admission slot", registry=r)
-        self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival to first output token", ["model"],
+        self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival to first output token, of streamed requests (a whole answer comes at once)", ["model"],
                               buckets=_LATENCY, registry=r)
-        self.itl = Histogram(P + "inter_token_latency_seconds", "Time between output chunks, per token", ["model"],
+        self.itl = Histogram(P + "inter_token_latency_seconds", "Time between output chunks, per token, of streamed requests", ["model"],
                              buckets=_ITL, registry=r)
         self.e2e = Histogram(P + "request_duration_seconds", "Arrival to last token", ["model"], buckets=_LATENCY,
                              registry=r)
@@ -59,3 +66,50 @@ class FrontendMetrics:
         self.kv_resyncs = Counter(P + "kv_resyncs", "Workers cleared after a gap in their KV events", ["model"],
                                   registry=r)
         self.load_reports = Counter(P + "load_reports", "Worker load reports received", ["model"], registry=r)
+
+        self._models: dict[str, ModelMetrics] = {}
+
+    def for_model(self, model: str) -> ModelMetrics:
+        """The label children of one model, made on first use."""
+        children = self._models.get(model)
+        if children is None:
+            children = self._models[model] = ModelMetrics(self, model)
+        return children
+
+
+class ModelMetrics:
+    """One model's label children: what each request touches, looked up once per model."""
+
+    def __init__(self, m: FrontendMetrics, model: str) -> None:
+        self._m, self._model = m, model
+        self.in_flight = m.in_flight.labels(model)
+        self.ttft = m.ttft.labels(model)
+        self.itl = m.itl.labels(model)
+        self.e2e = m.e2e.labels(model)
+        self.input_tokens = m.input_tokens.labels(model)
+        self.output_tokens = m.output_tokens.labels(model)
+        self.cached_tokens = m.cached_tokens.labels(model)
+        self.prompt_len = m.prompt_len.labels(model)
+        self.routed_overlap = m.routed_overlap.labels(model)
+        self.routed_overlap_ratio = m.routed_overlap_ratio.labels(model)
+        self.router_decision = m.router_decision.labels(model)
+        self.slo = {True: m.slo.labels(model, "true"), False: m.slo.labels(model, "false")}
+        self.queue_depth = m.queue_depth.labels(model)
+        self.queue_wait = m.queue_wait.labels(model)
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def routed(self, worker: str, mode: str) -> Any:
+        return self._child(self._m.routed, worker, mode)
+
+    def disagg(self, reason: str) -> Any:
+        return self._child(self._m.disagg, reason)
+
+    def migrations(self, reason: str) -> Any:
+        return self._child(self._m.migrations, reason)
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (metric._name, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(self._model, *values)
+        return child

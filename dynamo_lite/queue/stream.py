@@ -24,6 +24,9 @@ class QueueSettings:
     """Deliveries of one job before it is given up (the last worker reports the failure)."""
     duplicate_window_s: float = 120.0
     """A job re-published with the same id within this window is stored once."""
+    depth_poll_s: float = 0.25
+    """The submitter reads each model's queue depth this often in the background; a decision uses the
+    last reading when it is at most 4 polls old (else it asks JetStream itself)."""
 
 
 @dataclass(frozen=True)

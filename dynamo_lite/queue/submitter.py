@@ -4,6 +4,10 @@ A submitter owns one reply subscription (`<inbox>.*`); each job names its own
 reply subject under it, so results come back to this process only. A result is
 matched to its waiting caller by job id; a late or duplicate result (the job
 was redelivered and done twice) finds no waiter and is dropped.
+
+The queue depth a routing decision reads is polled (`QueueSettings.depth_poll_s`) by one
+task the submitter owns, for every model asked about, rather than asked of JetStream for
+each request that might prefill remotely.
 """
 
 from __future__ import annotations
@@ -54,14 +58,21 @@ class PrefillSubmitter:
         self._inbox = nc.new_inbox()
         self._waiters: dict[JobId, asyncio.Future[PrefillResult]] = {}
         self._sub: Subscription | None = None
+        self._depths: dict[str, tuple[float, QueueDepth]] = {}  # model -> (read at, depth)
+        self._poller: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         if self._sub is not None:
             return
         await ensure_stream(self.js, self.namespace, self.settings)
         self._sub = await self.nc.subscribe(f"{self._inbox}.*", cb=self._on_result)
+        self._poller = asyncio.create_task(self._poll_depths(), name="prefill-queue-depth")
 
     async def stop(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
         if self._sub is not None:
             await self._sub.unsubscribe()
             self._sub = None
@@ -108,7 +119,22 @@ class PrefillSubmitter:
         return result
 
     async def depth(self, model: str) -> QueueDepth:
-        return await queue_depth(self.js, self.namespace, model)
+        """The model's queue depth as last polled; asked of JetStream when there is no recent reading."""
+        read = self._depths.get(model)
+        if read is not None and time.monotonic() - read[0] <= 4 * self.settings.depth_poll_s:
+            return read[1]
+        depth = await queue_depth(self.js, self.namespace, model)
+        self._depths[model] = (time.monotonic(), depth)
+        return depth
+
+    async def _poll_depths(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.depth_poll_s)
+            for model in list(self._depths):
+                try:
+                    self._depths[model] = (time.monotonic(), await queue_depth(self.js, self.namespace, model))
+                except Exception as e:  # noqa: BLE001 - the reading ages out; `depth` then asks (and raises)
+                    log.debug("queue depth of %s unavailable: %s", model, e)
 
     async def _on_result(self, msg: Msg) -> None:
         if msg.reply:  # confirm receipt: the worker sends the result again until it hears this

@@ -15,10 +15,10 @@ from dynamo_lite.config import FrontendSpec, ModelSpec
 from dynamo_lite.discovery import WorkerChange
 from dynamo_lite.frontend.app import STATE, FrontendConfig, build_app
 from dynamo_lite.frontend.flow import RequestFlow
-from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.request import Piece
+from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.upstream import StreamUsage, UpstreamTimeout, WorkerFailed
-from dynamo_lite.protocol import PrefillResult, JobId, Role, WorkerId, WorkerRecord
+from dynamo_lite.protocol import JobId, PrefillResult, Role, WorkerId, WorkerRecord
 from dynamo_lite.queue import PrefillError, QueueDepth
 
 
@@ -50,9 +50,21 @@ class FakeEngines:
     closed: list[str] = field(default_factory=list)
 
     async def stream(self, worker: WorkerRecord, request_id: str, model: str, prompt: list[int], max_tokens: int,
-                     sampling: object, kv_transfer_params: object, usage: StreamUsage) -> AsyncIterator[Piece]:
+                     sampling: object, kv_transfer_params: object, usage: StreamUsage,
+                     whole: bool = False) -> AsyncIterator[Piece]:  # fmt: skip
+        """The script's pieces; `whole`: all of them as one piece at the end, as a non-streamed answer."""
         self.calls.append({"worker": worker.worker_id, "prompt": prompt, "max_tokens": max_tokens,
-                           "kv": kv_transfer_params})
+                           "kv": kv_transfer_params, "whole": whole})
+        if whole:
+            got = [p async for p in self._script(worker, usage)]
+            ids = [i for p in got for i in (p.token_ids or ())] if all(p.token_ids is not None for p in got) else None
+            yield Piece("".join(p.text for p in got), ids, got[-1].finish_reason if got else None,
+                        stop_reason=got[-1].stop_reason if got else None)
+            return
+        async for piece in self._script(worker, usage):
+            yield piece
+
+    async def _script(self, worker: WorkerRecord, usage: StreamUsage) -> AsyncIterator[Piece]:
         script = self.scripts[worker.worker_id]
         if script.timeout:
             raise UpstreamTimeout("fake timeout")

@@ -127,11 +127,28 @@ async def test_migration_completes_the_stream(harness) -> None:
     h = await harness(router={"mode": "round_robin"})  # d0 first
     h.add_worker("d0", script=Script(pieces(6), fail_after=2))
     h.add_worker("d1", script=Script(pieces(4)))
+    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": [9, 9, 9], "max_tokens": 6,
+                                                        "stream": True, "stream_options": {"include_usage": True}})
+    events = await sse_events(resp)
+    assert resp.status == 200
+    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "length"
+    assert events[-1]["usage"]["completion_tokens"] == 6
+
+
+async def test_a_whole_answer_is_resent_whole_to_another_worker(harness) -> None:
+    """A client that wants one JSON answer gets one engine answer; a worker that fails before it is done is
+    replaced by the whole request again (nothing of it was passed on), not continued from its tokens."""
+    h = await harness(router={"mode": "round_robin"})  # d0 first
+    h.add_worker("d0", script=Script(pieces(6), fail_after=2))
+    h.add_worker("d1", script=Script(pieces(6)))
     resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": [9, 9, 9], "max_tokens": 6})
     body = await resp.json()
     assert resp.status == 200
-    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["choices"][0]["text"] == " w0 w1 w2 w3 w4 w5"
     assert body["usage"]["completion_tokens"] == 6
+    assert [(c["worker"], c["prompt"], c["max_tokens"], c["whole"]) for c in h.engines.calls] == [
+        ("d0", [9, 9, 9], 6, True), ("d1", [9, 9, 9], 6, True)]
+    assert await h.metric("dynamo_lite_frontend_migrations_total", reason="whole_request") == 1
 
 
 async def test_migration_limit(harness) -> None:

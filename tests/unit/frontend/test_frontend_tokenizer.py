@@ -1,0 +1,35 @@
+"""The frontend's tokenizer calls the Rust tokenizer directly: the same ids as transformers' `encode`."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from dynamo_lite.engines.models.words import build_mock_words
+from dynamo_lite.frontend.tokenizer import ModelTokenizer
+
+TEXTS = ["The quick brown fox", " jumps\n\nover the  lazy dog. ", "<|im_start|>user\nhi<|im_end|>", "naïve café 東京 🙂",
+         "def f(x):\n    return x ** 2  # tabs\tand spaces", "t5 t17 t128255 t0", "   ", "a" * 500]
+
+
+def corpus(seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    pieces = [w for t in TEXTS for w in t.split(" ")] + ["\n", "\t", " ", "<s>", "</s>", "<|endoftext|>"]
+    return TEXTS + ["".join(rng.choice(pieces) + rng.choice(["", " ", "  "]) for _ in range(rng.randrange(1, 60)))
+                    for _ in range(300)]
+
+
+def same_ids(tok: ModelTokenizer) -> None:
+    assert tok._rust is not None, "the direct path should be taken for a plain fast tokenizer"
+    for text in corpus():
+        for special in (True, False):
+            assert tok.encode_prompt(text, special) == list(tok._tok.encode(text, add_special_tokens=special)), text
+
+
+def test_the_tiny_models_tokenizer(tokenizer: ModelTokenizer) -> None:
+    same_ids(tokenizer)
+
+
+def test_the_mock_word_tokenizer(tmp_path: Path) -> None:
+    build_mock_words(tmp_path)
+    same_ids(ModelTokenizer(tmp_path))
