@@ -4,6 +4,7 @@ mock engines, and a frontend, all on loopback; `Fleet` to talk to it and read it
     f = start_fleet(tmp, tiny_model, agent_processes, {"a0": "agg"}, POOLS, FRONTEND, {"agg": {"aggregated": 1}})
     try: ... finally: stop_fleet(f, agent_processes)
 
+`start_frontend` adds a frontend process over the same NATS and etcd (`wait_frontend`, `stop_frontend`).
 The fixtures it takes (`tiny_model`, `agent_processes`) are in tests/integration/conftest.py.
 """
 
@@ -124,6 +125,28 @@ def start_frontend(fleet: Fleet, name: str, spec: Path | None = None) -> tuple[s
         proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
                                  "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
     return f"http://127.0.0.1:{port}", proc
+
+
+def wait_frontend(url: str, proc: subprocess.Popen, log: Path, model: str, role: str, workers: int,
+                  timeout: float) -> None:
+    """Wait until a frontend started by `start_frontend` serves and sees `workers` of `role` for `model`."""
+    def serving() -> bool:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2)
+        except OSError as e:
+            raise AssertionError(f"not serving: {e}") from e
+        return metric(url, "dynamo_lite_frontend_workers", model=model, role=role) == workers
+
+    eventually(serving, timeout=timeout, what=f"the frontend at {url} serving with {workers} {role} workers")
+
+
+def stop_frontend(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def stop_fleet(fleet: Fleet, procs: SimpleNamespace) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +19,8 @@ from tests.integration.fleet import (
     start_fleet,
     start_frontend,
     stop_fleet,
+    stop_frontend,
+    wait_frontend,
 )
 from tests.waiting import eventually
 
@@ -39,26 +39,6 @@ def complete(url: str, prompt: str = PROMPT) -> openai.types.Completion:
     return client.completions.create(model="m", prompt=prompt, max_tokens=2)
 
 
-def wait_serving(url: str, proc: subprocess.Popen, log: Path, workers: int, timeout: float) -> None:
-    def serving() -> bool:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-        except OSError as e:
-            raise AssertionError(f"not serving: {e}") from e
-        return metric(url, "dynamo_lite_frontend_workers", model="m", role="aggregated") == workers
-
-    eventually(serving, timeout=timeout, what=f"the new frontend serving with {workers} workers")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 @pytest.mark.parametrize("timeout_s", [2.0, 0.0], ids=["snapshot", "no-snapshot"])
 def test_a_frontend_started_after_blocks_were_cached_routes_to_them_from_its_first_request(
         tmp_path: Path, tiny_model: Path, agent_processes: SimpleNamespace, timeout_s: float) -> None:
@@ -73,7 +53,7 @@ def test_a_frontend_started_after_blocks_were_cached_routes_to_them_from_its_fir
         eventually(lambda: metric(records[holder].agent_url, "dynamo_lite_worker_kv_event_batches_total") >= 1,
                    timeout=10, what="the holder's agent to relay its KV events")
         url, new = start_frontend(f, "frontend2")
-        wait_serving(url, new, f.log_dir / "frontend2.log", 2, timeout=60)
+        wait_frontend(url, new, f.log_dir / "frontend2.log", "m", "aggregated", 2, timeout=60)
         complete(url)  # its very first request
         overlap = metric(url, "dynamo_lite_frontend_routed_overlap_tokens_total", model="m")
         if timeout_s:
@@ -87,7 +67,7 @@ def test_a_frontend_started_after_blocks_were_cached_routes_to_them_from_its_fir
             assert overlap == 0
     finally:
         if new is not None:
-            stop(new)
+            stop_frontend(new)
         stop_fleet(f, agent_processes)
 
 
@@ -108,7 +88,7 @@ def test_workers_whose_agents_do_not_answer_do_not_keep_a_new_frontend_from_serv
         os.kill(stopped.pid, signal.SIGSTOP)
         os.kill(killed.pid, signal.SIGKILL)
         url, new = start_frontend(f, "frontend2")
-        wait_serving(url, new, f.log_dir / "frontend2.log", 3, timeout=60)
+        wait_frontend(url, new, f.log_dir / "frontend2.log", "m", "aggregated", 3, timeout=60)
         assert metric(url, "dynamo_lite_frontend_kv_snapshots_total", outcome="loaded") == 1
         assert metric(url, "dynamo_lite_frontend_kv_snapshots_total", outcome="timeout") == 1
         assert metric(url, "dynamo_lite_frontend_kv_snapshots_total", outcome="no_responders") == 1
@@ -119,7 +99,7 @@ def test_workers_whose_agents_do_not_answer_do_not_keep_a_new_frontend_from_serv
     finally:
         os.kill(stopped.pid, signal.SIGCONT)
         if new is not None:
-            stop(new)
+            stop_frontend(new)
         stop_fleet(f, agent_processes)
         if records["a2"].pid:
             try:
