@@ -157,6 +157,15 @@ class FrontendSpec(Section):
             return value
         raise ValueError(f"expected a whole number from 1 to {MAX_FRONTEND_PROCESSES}, or auto (got {value!r})")
 
+    @model_validator(mode="after")
+    def _own_ports_fit(self) -> FrontendSpec:
+        n = self.processes if isinstance(self.processes, int) else 1
+        if self.metrics_port and self.metrics_port + n - 1 > 65535:
+            raise ValueError(f"metrics_port {self.metrics_port} + {n} processes runs past port 65535")
+        if self.metrics_port and self.port and self.metrics_port <= self.port < self.metrics_port + n:
+            raise ValueError(f"metrics_port {self.metrics_port} (one per process) would take `port` {self.port}")
+        return self
+
     def local_processes(self) -> int:
         """How many frontend processes `orchestrator up` runs on this machine."""
         return auto_frontend_processes(os.cpu_count()) if self.processes == "auto" else self.processes

@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("API keys required on /v1 (%d accepted)", len(api_keys))
 
     async def run() -> None:
+        log.info("event loop: %s", type(asyncio.get_running_loop()).__module__.split(".")[0])
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)

@@ -65,7 +65,9 @@ def test_two_processes_share_the_port_and_both_serve(cluster: Cluster) -> None:
     assert sorted(frontends) == [0, 1], cluster.state().processes
     assert len({p.pid for p in frontends.values()}) == 2 and {p.url for p in frontends.values()} == {cluster.url}
     assert len({p.metrics_url for p in frontends.values()}) == 2
-    assert "(SO_REUSEPORT, shared with the other frontend processes)" in Path(frontends[1].log or "").read_text()
+    log = Path(frontends[1].log or "").read_text()
+    assert "(SO_REUSEPORT, shared with the other frontend processes)" in log and "[frontend 1]" in log
+    assert "event loop: uvloop" in log
 
     status = subprocess.run([sys.executable, "-m", "dynamo_lite.orchestrator", "status", "-f", str(cluster.spec)],
                             capture_output=True, text=True, timeout=30)

@@ -134,6 +134,10 @@ def test_frontend_processes_is_a_count_or_auto() -> None:
     for bad, shown in (("0", "0"), ("two", "'two'"), ("true", "True"), ("2.5", "2.5"), ("65", "65")):
         assert error_of(f"frontend:\n  processes: {bad}\n") == (
             f"c.yaml:2: frontend.processes: expected a whole number from 1 to 64, or auto (got {shown})")
+    assert error_of("frontend: {port: 8001, processes: 2, metrics_port: 8000}\n") == (
+        "c.yaml:1: frontend: metrics_port 8000 (one per process) would take `port` 8001")
+    assert error_of("frontend: {processes: 2, metrics_port: 65535}\n") == (
+        "c.yaml:1: frontend: metrics_port 65535 + 2 processes runs past port 65535")
     three = parse_cluster_spec("frontend: {processes: 3}\n").frontend
     assert (three.local_processes(), three.k8s_replicas()) == (3, 3)
     auto = parse_cluster_spec("").frontend
