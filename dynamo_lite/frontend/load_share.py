@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.state import FrontendState
-from dynamo_lite.protocol import PeerLoad, frontend_load_subject
+from dynamo_lite.protocol import PeerLoad, WorkerId, WorkerLoad, frontend_load_subject
 
 log = logging.getLogger(__name__)
 P = "dynamo_lite_frontend_"
@@ -49,6 +49,7 @@ class LoadShare:
         self._interval_s = interval_s
         self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
+        self._last: dict[WorkerId, WorkerLoad] = {}  # what the others were last told
 
     async def start(self) -> None:
         if self._task is not None:
@@ -57,25 +58,30 @@ class LoadShare:
         self._task = asyncio.create_task(self._publish_forever(), name="frontend-load-share")
 
     async def stop(self) -> None:
+        """Stop publishing (telling the others this process is idle, if it was not) and listening."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+            if self._last and not self._nc.is_closed:
+                await self._publish({})
         if self._sub is not None:
-            await self._sub.unsubscribe()
+            if not self._nc.is_closed:  # a closed connection has dropped it already
+                await self._sub.unsubscribe()
             self._sub = None
 
     async def _publish_forever(self) -> None:
-        subject = frontend_load_subject(self._ns, self.frontend_id)
-        last: dict = {}
         while True:
             await asyncio.sleep(self._interval_s)
             loads = self._fleet.own_loads()
-            if loads or loads != last:
-                load = PeerLoad(frontend_id=self.frontend_id, ts=time.time(), workers=loads)
-                await self._nc.publish(subject, msgspec.json.encode(load))
-                self._metrics.published.inc()
-            last = loads
+            if loads or loads != self._last:
+                await self._publish(loads)
+
+    async def _publish(self, loads: dict[WorkerId, WorkerLoad]) -> None:
+        load = PeerLoad(frontend_id=self.frontend_id, ts=time.time(), workers=loads)
+        await self._nc.publish(frontend_load_subject(self._ns, self.frontend_id), msgspec.json.encode(load))
+        self._metrics.published.inc()
+        self._last = loads
 
     async def _on_peer(self, msg: Msg) -> None:
         try:
