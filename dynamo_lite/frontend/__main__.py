@@ -29,7 +29,7 @@ from dynamo_lite.frontend import handlers
 from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.state import STATE
 from dynamo_lite.frontend.tokenizer import load_tokenizer
-from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging
+from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, tune_gc
 
 log = logging.getLogger("dynamo_lite.frontend")
 IDLE_CONNECTION_TIMEOUT_S = 75.0  # as nginx: an idle or header-less connection is closed after this long
@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     app = build_app(FrontendConfig.from_spec(spec, args.nats_url, args.etcd_url), tokenizers, api_keys=api_keys)
     if api_keys:
         log.info("API keys required on /v1 (%d accepted)", len(api_keys))
+    tune_gc()
 
     async def run() -> None:
         log.info("event loop: %s", type(asyncio.get_running_loop()).__module__.split(".")[0])

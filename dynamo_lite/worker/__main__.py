@@ -21,7 +21,7 @@ import zmq
 
 from dynamo_lite.config import ClusterSpec, ConfigError, PoolSpec, load_cluster_spec
 from dynamo_lite.infra import ProcessFailed
-from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging
+from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, tune_gc
 from dynamo_lite.protocol import WorkerId
 from dynamo_lite.worker.agent import AgentSettings, WorkerAgent
 from dynamo_lite.worker.engine import EngineHandle, attached_engine, launched_engine
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
 
+    tune_gc()
     return asyncio.run(run())
 
 
