@@ -52,6 +52,7 @@ class KvView:
         self._blocks: dict[int, _Block] = {}  # engine hash -> block, in insertion order
         self.seq: int | None = None
         """Sequence number of the last batch applied; None before the first."""
+        self._rendered: tuple[int, list[KvEventBatch]] | None = None  # (max_bytes, batches) since the last change
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -65,6 +66,7 @@ class KvView:
             if seq > self.seq + 1:
                 self._blocks.clear()
         self.seq = seq
+        self._rendered = None
         for event in relayed.batch.events:
             if isinstance(event, BlockStored):
                 self._store(event)
@@ -74,7 +76,12 @@ class KvView:
                 self._blocks.clear()
 
     def snapshot(self, max_bytes: int = SNAPSHOT_CHUNK_BYTES) -> list[KvEventBatch]:
-        """The view as batches of `BlockStored` (none when empty), each encoding to <= `max_bytes`."""
+        """The view as batches of `BlockStored` (none when empty), each encoding to <= `max_bytes`.
+
+        Rendered again only after a change (frontends that start together get one rendering);
+        callers must not modify the batches."""
+        if self._rendered is not None and self._rendered[0] == max_bytes:
+            return self._rendered[1]
         budget = max_bytes - 2 * _EVENT_OVERHEAD  # room for the batch's own brackets and timestamp
         batches: list[KvEventBatch] = []
         events: list[BlockStored] = []
@@ -88,6 +95,7 @@ class KvView:
             size += event_size
         if events:
             batches.append(KvEventBatch(ts=0.0, events=events))
+        self._rendered = (max_bytes, batches)
         return batches
 
     def _store(self, event: BlockStored) -> None:

@@ -156,3 +156,13 @@ def test_empty_view_renders_no_batches():
     assert view.snapshot() == [] and view.seq is None
     view.apply(RelayedKvEvents(worker_id=W, seq=5, batch=KvEventBatch(ts=0.0, events=[])))
     assert view.seq == 5 and view.snapshot() == []
+
+
+def test_a_snapshot_is_rendered_once_until_the_view_changes():
+    pair = Pair()
+    pair.feed(pair.engine.prefill(list(range(64))))
+    first = pair.view.snapshot()
+    assert pair.view.snapshot() is first
+    assert pair.view.snapshot(4096) is not first
+    pair.feed(pair.engine.prefill(list(range(100, 132))))
+    assert sum(len(e.block_hashes) for b in pair.view.snapshot() for e in b.events) == 6
