@@ -5,7 +5,8 @@ negligible and what remains is HTTP, JSON and routing):
 
 - ``dynamo_lite``: this project's frontend (router mode ``kv``) with NATS, etcd and a worker agent
   attached to the engine (``--engine-url``); it tokenizes with ``builtin:mock-words``, so it sends the
-  engine the token ids the engine would compute from the text itself;
+  engine the token ids the engine would compute from the text itself; ``dynamo_lite:2-processes``: two
+  frontend processes on one port (SO_REUSEPORT), as ``frontend.processes: 2`` runs them;
 - ``vllm-router:round_robin``, ``vllm-router:cache_aware``, ``vllm-router:kv_aware`` and
   ``sglang-router:cache_aware`` (benchmarks/peers.py, in benchmarks/.peers-venv), one at a time.
 
@@ -16,6 +17,13 @@ binds where the engine's PUB connects, and its PUB binds for the router and conn
 agent's relay ignores the topic, so the engine publishes on "" for both; both may replay from the engine's
 ROUTER. With a single worker every policy picks that worker: the figures are each router's per-request
 cost (vllm-router's cache_aware and kv_aware also POST /tokenize to the engine for every request).
+
+CPU per request: the CPU seconds (user + system, from /proc/<pid>/stat) that each target's own processes
+used over its measured requests, divided by their number. For this project those are the frontend
+process(es), the worker agent and nats-server (KV events and load travel through it); etcd is idle
+while serving and is left out. For a peer, its one router process. The engine's CPU per request is
+given for both paths too. On a shared 2-core machine this is the figure that holds: wall-clock
+figures include whatever else ran.
 
 Requests: POST /v1/completions, non-streaming, a 64-word text prompt ``t<N> ...`` (32 words from one of
 4 shared prefixes, then 32 unique to the request, so that cache-aware routers both insert and match),
@@ -41,7 +49,6 @@ import functools
 import json
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -60,17 +67,17 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import peers
 from benchmarks.cluster import stop, wait_for
+from benchmarks.overhead_load import MODEL, Prompts, Target, cpu_seconds, drive, stats
 from dynamo_lite.config import MockEngineSpec
 from dynamo_lite.engines.mock import engine_command
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
 from dynamo_lite.worker.engine import mock_engine_args
 
-MODEL = "bench"
 OURS = "dynamo_lite"
-TARGETS = (OURS, "vllm-router:round_robin", "vllm-router:cache_aware", "vllm-router:kv_aware",
+OURS_2 = "dynamo_lite:2-processes"
+TARGETS = (OURS, OURS_2, "vllm-router:round_robin", "vllm-router:cache_aware", "vllm-router:kv_aware",
            "sglang-router:cache_aware")
 HOST = "127.0.0.1"
-Stats = dict[str, float]
 
 
 def log(line: str) -> None:
@@ -135,9 +142,9 @@ def kv_event_fanout(engine_side: str, router_side: str, agent_side: str) -> Iter
 
 
 @contextlib.contextmanager
-def dynamo_lite(tmp: Path, engine_url: str, agent_events: int, replay: str) -> Iterator[tuple[str, str]]:
-    """NATS, etcd, one agent attached to the engine, the frontend (router mode kv); yields its URL and
-    its metrics URL."""
+def dynamo_lite(tmp: Path, engine_url: str, agent_events: int, replay: str, processes: int = 1) -> Iterator[Target]:
+    """NATS, etcd, one agent attached to the engine, `processes` frontend processes (router mode kv) on one
+    port (with several: SO_REUSEPORT, each also serving /health and /metrics on a port of its own)."""
     nats, etcd = EmbeddedNats(tmp / "nats"), EmbeddedEtcd(tmp / "etcd")
     procs = Processes(tmp / "logs")
     try:
@@ -150,119 +157,78 @@ def dynamo_lite(tmp: Path, engine_url: str, agent_events: int, replay: str) -> I
             f"frontend: {{host: {HOST}, router: {{mode: kv}}}}\n"
             "pools: [{name: w, role: aggregated, engine: mock}]\n")
         cluster = ["-f", str(spec), "--nats-url", nats.url, "--etcd-url", etcd.url, "--log-level", "warning"]
-        procs.start("agent", [sys.executable, "-m", "dynamo_lite.worker", *cluster, "--pool", "w", "--worker-id",
+        agent = procs.start("agent", [sys.executable, "-m", "dynamo_lite.worker", *cluster, "--pool", "w", "--worker-id",
                               "w0", "--engine-url", engine_url, "--kv-events-port", str(agent_events),
                               "--kv-events-replay", replay])
         for attempt in (1, 2, 3):  # a free port may be taken before the frontend binds it (busy machine)
             url = f"http://{HOST}:{(port := free_port())}"
-            frontend = procs.start("frontend", [sys.executable, "-m", "dynamo_lite.frontend", *cluster, "--port",
-                                                str(port)])
+            frontends = []
+            for i in range(processes):
+                extra = ["--reuse-port", "--process-index", str(i), "--metrics-port", str(free_port())] \
+                    if processes > 1 else []
+                frontends.append(procs.start(f"frontend{i}", [sys.executable, "-m", "dynamo_lite.frontend", *cluster,
+                                                              "--port", str(port), *extra]))
             try:
-                wait_for(functools.partial(serves_one_worker, url), 120, "frontend with one worker", frontend)
+                for i, frontend in enumerate(frontends):
+                    own = f"http://{HOST}:{frontend.args[-1]}" if processes > 1 else url
+                    wait_for(functools.partial(serves_one_worker, own), 120, f"frontend {i} with one worker", frontend)
                 break
             except RuntimeError:
-                if attempt == 3 or b"address already in use" not in (tmp / "logs" / "frontend.log").read_bytes():
+                if attempt == 3 or not any(b"address already in use" in f.read_bytes()
+                                           for f in (tmp / "logs").glob("frontend*.log")):
                     raise
+                stop(frontends, grace_s=5.0)
+                procs.procs = [p for p in procs.procs if p not in frontends]
                 log(f"frontend: port {port} was taken meanwhile; again on another")
-        yield url, f"{url}/metrics"
+        assert nats.process is not None
+        pids = {f"frontend{i}" if processes > 1 else "frontend": f.pid for i, f in enumerate(frontends)}
+        yield Target(url, f"{url}/metrics", {**pids, "agent": agent.pid, "nats-server": nats.process.pid})
     finally:
         procs.stop_all()
         for server in (etcd, nats):
             asyncio.run(server.stop())
 
 
-# --- load ---------------------------------------------------------------------------------------------------
-class Prompts:
-    """Distinct 64-word prompts: 32 words of one of 4 shared prefixes, then 32 unique words."""
-
-    def __init__(self, seed: int = 0, vocab: int = 128_256) -> None:
-        rng = random.Random(seed)
-        self.prefixes = [" ".join(f"t{rng.randrange(vocab)}" for _ in range(32)) for _ in range(4)]
-        self.rng, self.vocab, self.count = rng, vocab, 0
-
-    def next(self) -> str:
-        self.count += 1
-        tail = " ".join(f"t{self.rng.randrange(self.vocab)}" for _ in range(32))
-        return f"{self.prefixes[self.count % 4]} {tail}"
-
-
-async def one(session: aiohttp.ClientSession, url: str, prompt: str, max_tokens: int, stream: bool) -> float:
-    """Seconds to the whole answer (non-streaming) or to the first chunk with text (streaming)."""
-    body = {"model": MODEL, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": stream}
-    started = time.perf_counter()
-    first: float | None = None
-    async with session.post(f"{url}/v1/completions", json=body) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"{url}: HTTP {resp.status}: {(await resp.text())[:300]}")
-        if not stream:
-            payload = await resp.json()
-            if payload["usage"]["completion_tokens"] != max_tokens:
-                raise RuntimeError(f"{url}: {payload['usage']}")
-            return time.perf_counter() - started
-        async for line in resp.content:
-            if first is None and line.startswith(b"data: {"):
-                choices = json.loads(line[6:])["choices"]
-                if choices and choices[0].get("text"):
-                    first = time.perf_counter() - started
-    if first is None:
-        raise RuntimeError(f"{url}: a stream without text")
-    return first
-
-
-async def drive(session: aiohttp.ClientSession, url: str, prompts: Prompts, n: int, concurrency: int,
-                max_tokens: int, stream: bool) -> tuple[list[float], float]:  # fmt: skip
-    """`n` requests, `concurrency` at a time: (latencies, wall seconds)."""
-    latencies: list[float] = []
-    left = [prompts.next() for _ in range(n)]
-
-    async def client() -> None:
-        while left:
-            latencies.append(await one(session, url, left.pop(), max_tokens, stream))
-
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(concurrency)))
-    return latencies, time.perf_counter() - started
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
-def stats(latencies: list[float], wall_s: float) -> Stats:
-    return {"requests": len(latencies), "p50_ms": round(statistics.median(latencies) * 1000, 3),
-            "p99_ms": round(percentile(latencies, 99) * 1000, 3),
-            "mean_ms": round(statistics.fmean(latencies) * 1000, 3),
-            "requests_per_s": round(len(latencies) / wall_s, 1)}
-
-
-async def paired(direct_url: str, url: str, prompts: Prompts, args: argparse.Namespace, concurrency: int,
-                 stream: bool, n: int) -> dict[str, object]:  # fmt: skip
-    """Warm-up, then `args.rounds` alternations of direct and `url`; stats of each and the differences."""
+async def paired(direct_url: str, target: Target, engine_pid: int, prompts: Prompts, args: argparse.Namespace,
+                 concurrency: int, stream: bool, n: int) -> dict[str, object]:  # fmt: skip
+    """Warm-up, then `args.rounds` alternations of direct and the target; stats of each, the differences
+    and CPU per request (the target's processes; the engine's on both paths)."""
     timeout = aiohttp.ClientTimeout(total=args.timeout)
     lat: dict[str, list[float]] = {"direct": [], "via": []}
     wall = {"direct": 0.0, "via": 0.0}
+    engine_cpu = {"direct": 0.0, "via": 0.0}
+    own_cpu = dict.fromkeys(target.pids, 0.0)
     async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as ds,
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as vs):
-        paths = (("direct", ds, direct_url), ("via", vs, url))
+        paths = (("direct", ds, direct_url), ("via", vs, target.url))
         for _, session, u in paths:
             await drive(session, u, prompts, max(args.warmup, 2 * concurrency), concurrency, args.max_tokens, stream)
         for _ in range(args.rounds):
             for name, session, u in paths:
+                before = {k: cpu_seconds([pid]) for k, pid in target.pids.items()}
+                engine_before = cpu_seconds([engine_pid])
                 got, seconds = await drive(session, u, prompts, n // args.rounds, concurrency, args.max_tokens, stream)
+                engine_cpu[name] += cpu_seconds([engine_pid]) - engine_before
+                if name == "via":
+                    for k, pid in target.pids.items():
+                        own_cpu[k] += cpu_seconds([pid]) - before[k]
                 lat[name] += got
                 wall[name] += seconds
     d, v = stats(lat["direct"], wall["direct"]), stats(lat["via"], wall["via"])
+    per_ms = {k: round(1000 * c / len(lat["via"]), 4) for k, c in own_cpu.items()}
     return {"direct": d, "via": v, "added_p50_ms": round(v["p50_ms"] - d["p50_ms"], 3),
             "added_p99_ms": round(v["p99_ms"] - d["p99_ms"], 3),
-            "rps_ratio": round(v["requests_per_s"] / d["requests_per_s"], 3)}
+            "rps_ratio": round(v["requests_per_s"] / d["requests_per_s"], 3),
+            "cpu_ms_per_request": {"target": round(sum(per_ms.values()), 4), "by_process": per_ms,
+                                   "engine_direct": round(1000 * engine_cpu["direct"] / len(lat["direct"]), 4),
+                                   "engine_via": round(1000 * engine_cpu["via"] / len(lat["via"]), 4)}}
 
 
 # --- one target ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def peer(tmp: Path, env: peers.PeerEnv, label: str, engine_url: str, events: str, replay: str
-         ) -> Iterator[tuple[str, str]]:  # fmt: skip
-    """`label`'s router in front of the engine; yields its URL and its metrics URL."""
+         ) -> Iterator[Target]:  # fmt: skip
+    """`label`'s router in front of the engine."""
     router = peers.find_peer(label)
     port, metrics = free_port(), free_port()
     kv = router.needs_kv_events
@@ -273,7 +239,7 @@ def peer(tmp: Path, env: peers.PeerEnv, label: str, engine_url: str, events: str
         proc = procs.start(label.replace(":", "-"), argv)
         url = f"http://{HOST}:{port}"
         peers.wait_ready(url, 1, timeout_s=60, proc=proc)
-        yield url, f"http://{HOST}:{metrics}/metrics"
+        yield Target(url, f"http://{HOST}:{metrics}/metrics", {label: proc.pid})
     finally:
         procs.stop_all()
 
@@ -293,26 +259,28 @@ def counters(metrics_url: str) -> dict[str, float]:
             if line.startswith(COUNTERS)}
 
 
-def measure(target: str, url: str, direct_url: str, prompts: Prompts, args: argparse.Namespace) -> list[dict]:
+def measure(label: str, target: Target, direct_url: str, engine_pid: int, prompts: Prompts,
+            args: argparse.Namespace) -> list[dict]:  # fmt: skip
     rows: list[dict] = []
     for concurrency in args.concurrency:
         row = asyncio.run(asyncio.wait_for(
-            paired(direct_url, url, prompts, args, concurrency, False, args.requests), args.deadline))
-        row = {"target": target, "concurrency": concurrency, **row}
+            paired(direct_url, target, engine_pid, prompts, args, concurrency, False, args.requests), args.deadline))
+        row = {"target": label, "concurrency": concurrency, **row}
         if concurrency == 1 and args.ttft_requests:
             ttft = asyncio.run(asyncio.wait_for(
-                paired(direct_url, url, prompts, args, 1, True, args.ttft_requests), args.deadline))
+                paired(direct_url, target, engine_pid, prompts, args, 1, True, args.ttft_requests), args.deadline))
             row["ttft"] = ttft
-        log(f"{target:<26} c={concurrency:<3} p50 {row['via']['p50_ms']:7.2f} ms (direct {row['direct']['p50_ms']:.2f})"
-            f"  {row['via']['requests_per_s']:7.1f} req/s (direct {row['direct']['requests_per_s']:.1f})")
+        log(f"{label:<26} c={concurrency:<3} p50 {row['via']['p50_ms']:7.2f} ms (direct {row['direct']['p50_ms']:.2f})"
+            f"  {row['via']['requests_per_s']:7.1f} req/s (direct {row['direct']['requests_per_s']:.1f})"
+            f"  CPU {row['cpu_ms_per_request']['target']:.3f} ms/request")
         rows.append(row)
     return rows
 
 
 # --- report -------------------------------------------------------------------------------------------------
 def table(rows: list[dict]) -> str:
-    lines = ["| target | conc | p50 / p99 ms | added p50 / p99 ms | req/s | req/s vs direct | stream TTFT p50 (added) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| target | conc | p50 / p99 ms | added p50 / p99 ms | req/s | req/s vs direct | CPU ms/request "
+             "(target; engine) | stream TTFT p50 (added) |", "|---|---|---|---|---|---|---|---|"]
     for conc in sorted({r["concurrency"] for r in rows}):
         same = [r for r in rows if r["concurrency"] == conc]
         d50 = statistics.median(r["direct"]["p50_ms"] for r in same)
@@ -320,13 +288,15 @@ def table(rows: list[dict]) -> str:
         drps = statistics.median(r["direct"]["requests_per_s"] for r in same)
         dttft = [r["ttft"]["direct"]["p50_ms"] for r in same if "ttft" in r]
         ttft = f"{statistics.median(dttft):.2f} ms" if dttft else ""
-        lines.append(f"| direct (median of {len(same)}) | {conc} | {d50:.2f} / {d99:.2f} | | {drps:.0f} | 1 | {ttft} |")
+        dcpu = statistics.median(r["cpu_ms_per_request"]["engine_direct"] for r in same)
+        lines.append(f"| direct (median of {len(same)}) | {conc} | {d50:.2f} / {d99:.2f} | | {drps:.0f} | 1 | "
+                     f"-; {dcpu:.3f} | {ttft} |")
         for r in same:
-            v, t = r["via"], r.get("ttft")
+            v, t, cpu = r["via"], r.get("ttft"), r["cpu_ms_per_request"]
             ttft = f"{t['via']['p50_ms']:.2f} ms (+{t['added_p50_ms']:.2f})" if t else ""
             lines.append(f"| {r['target']} | {conc} | {v['p50_ms']:.2f} / {v['p99_ms']:.2f} | "
                          f"{r['added_p50_ms']:+.2f} / {r['added_p99_ms']:+.2f} | {v['requests_per_s']:.0f} | "
-                         f"{r['rps_ratio']:.2f} | {ttft} |")
+                         f"{r['rps_ratio']:.2f} | {cpu['target']:.3f}; {cpu['engine_via']:.3f} | {ttft} |")
     return "\n".join(lines)
 
 
@@ -338,14 +308,16 @@ def plot(rows: list[dict], path: Path) -> None:
 
     targets = list(dict.fromkeys(r["target"] for r in rows))
     levels = sorted({r["concurrency"] for r in rows})
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
     width = 0.8 / len(levels)
     for i, conc in enumerate(levels):
         by = {r["target"]: r for r in rows if r["concurrency"] == conc}
         xs = [k + i * width for k in range(len(targets))]
         axes[0].bar(xs, [by[t]["added_p50_ms"] for t in targets], width, label=f"concurrency {conc}")
         axes[1].bar(xs, [by[t]["rps_ratio"] for t in targets], width, label=f"concurrency {conc}")
-    for ax, title in zip(axes, ("added p50 latency vs direct (ms)", "requests/s, ratio to direct"), strict=True):
+        axes[2].bar(xs, [by[t]["cpu_ms_per_request"]["target"] for t in targets], width, label=f"concurrency {conc}")
+    titles = ("added p50 latency vs direct (ms)", "requests/s, ratio to direct", "router CPU ms per request")
+    for ax, title in zip(axes, titles, strict=True):
         ax.set_xticks([k + width * (len(levels) - 1) / 2 for k in range(len(targets))], targets, rotation=20,
                       ha="right", fontsize=8)
         ax.set_title(title)
@@ -372,7 +344,7 @@ def main() -> None:
     args = p.parse_args()
 
     started, load_start = time.monotonic(), os.getloadavg()
-    env = peers.ensure_installed(progress=log) if any(t != OURS for t in args.targets) else None
+    env = peers.ensure_installed(progress=log) if any(t not in (OURS, OURS_2) for t in args.targets) else None
     prompts = Prompts()
     rows: list[dict] = []
     inputs: dict[str, dict[str, float]] = {}
@@ -392,16 +364,16 @@ def main() -> None:
                 log(f"mock engine at {engine_url} (speed-up {args.speedup:g})")
                 for target in args.targets:
                     t0 = time.monotonic()
-                    if target == OURS:
-                        running = dynamo_lite(tmp, engine_url, agent_events, replay)
+                    if target in (OURS, OURS_2):
+                        running = dynamo_lite(tmp, engine_url, agent_events, replay, 2 if target == OURS_2 else 1)
                     else:
                         assert env is not None
                         running = peer(tmp, env, target, engine_url, f"tcp://{HOST}:{fwd_out}", replay)
-                    with running as (url, metrics_url):
+                    with running as running_target:
                         log(f"{target}: ready in {time.monotonic() - t0:.1f} s")
                         reset_prefix_cache(engine_url)
-                        rows += measure(target, url, engine_url, prompts, args)
-                        inputs[target] = counters(metrics_url)
+                        rows += measure(target, running_target, engine_url, engine.pid, prompts, args)
+                        inputs[target] = counters(running_target.metrics_url)
                         log(f"{target}: {inputs[target]}")
         except BaseException:
             for f in sorted((tmp / "logs").glob("*.log")):
