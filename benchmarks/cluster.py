@@ -16,7 +16,11 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from dynamo_lite.config import load_cluster_spec
+from dynamo_lite.infra.process import ProcessInfo
+from dynamo_lite.orchestrator.state import read_state
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float, what: str, proc: subprocess.Popen | None = None,
@@ -77,3 +81,25 @@ def orchestrator_up(spec_path: Path, log_path: Path, timeout_s: float = 300.0) -
         yield url
     finally:
         stop([up], grace_s=60)
+
+
+def frontend_processes(state_dir: Path) -> list[ProcessInfo]:
+    """The frontend processes of the cluster `orchestrator up` runs with `state_dir`, by index (from its state
+    file: pid, the shared URL and each one's own metrics URL); [] when no `up` is alive there."""
+    state = read_state(state_dir)
+    found = [p for p in state.processes if p.name == "frontend"] if state else []
+    return sorted(found, key=lambda p: p.index or 0)
+
+
+def counter_by_label(metrics_urls: Sequence[str], name: str, label: str) -> dict[str, float]:
+    """A Prometheus counter's samples (`name` without _total) summed by `label` over every URL's /metrics:
+    e.g. routing decisions per worker over all frontend processes."""
+    out: dict[str, float] = {}
+    for url in metrics_urls:
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name == name:
+                for s in family.samples:
+                    if s.name == f"{name}_total":
+                        out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
+    return out
