@@ -6,7 +6,8 @@ is replayed through it with `trace_replay` (text prompts, streaming, open loop).
 
 - this project, ``orchestrator up`` of a generated cluster.yaml (NATS, etcd, one agent per
   engine, the frontend) in router modes ``kv`` (KV events), ``approx`` (its own decisions) and
-  ``round_robin``; the frontend tokenizes with ``builtin:mock-words``, so it sends the engines
+  ``round_robin``, one frontend process; ``kv:2p``: mode ``kv`` with two frontend processes on one port
+  (``frontend.processes: 2``, load shared over NATS); the frontend tokenizes with ``builtin:mock-words``, so it sends the engines
   the token ids they would compute from the text themselves;
 - ``vllm-router`` (``cache_aware``; ``kv_aware`` fed by the engines' ZMQ KV events;
   ``round_robin``) and ``sglang-router`` (``cache_aware``), installed on demand into
@@ -14,7 +15,8 @@ is replayed through it with `trace_replay` (text prompts, streaming, open loop).
 
 The engines of both kinds are built by one function (`mock_engine_args`), so they are equal
 but for where their KV events go. The prefix-hit ratio is the engines' own count
-(``usage.prompt_tokens_details.cached_tokens``), the same for every router. Everything binds to
+(``usage.prompt_tokens_details.cached_tokens``), the same for every router. For ours, the balance of the load: requests routed to each worker, summed
+over every frontend process's own /metrics (max/mean and coefficient of variation). Everything binds to
 127.0.0.1; each request has a timeout and each run a deadline.
 
     .venv/bin/python benchmarks/arena.py                         # reduced: 1,000 requests, ~5 min
@@ -45,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import peers, trace_replay  # noqa: E402
-from benchmarks.cluster import orchestrator_up, stop, wait_for  # noqa: E402
+from benchmarks.cluster import counter_by_label, frontend_processes, orchestrator_up, stop, wait_for  # noqa: E402
 from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
 from dynamo_lite.config import MockEngineSpec  # noqa: E402
 from dynamo_lite.engines.mock import engine_command  # noqa: E402
@@ -53,7 +55,7 @@ from dynamo_lite.infra import free_port  # noqa: E402
 from dynamo_lite.worker.engine import mock_engine_args  # noqa: E402
 
 MODEL = "bench"
-OURS = ("dynamo_lite:kv", "dynamo_lite:approx", "dynamo_lite:round_robin")
+OURS = ("dynamo_lite:kv", "dynamo_lite:kv:2p", "dynamo_lite:approx", "dynamo_lite:round_robin")
 ROUTERS = (*OURS, *(p.label for p in peers.PEERS))
 
 
@@ -75,20 +77,22 @@ def log(line: str) -> None:
 
 
 @contextlib.contextmanager
-def ours(mode: str, fleet: FleetParams, work: Path) -> Iterator[str]:
-    """`orchestrator up` of a mock cluster in router `mode`; yields the frontend's URL."""
+def ours(label: str, fleet: FleetParams, work: Path) -> Iterator[str]:
+    """`orchestrator up` of a mock cluster for `label` (dynamo_lite:<mode>[:<N>p]); yields the frontend's URL."""
+    mode, _, procs = label.split(":", 1)[1].partition(":")
+    processes = int(procs.removesuffix("p")) if procs else 1
     port = free_port()
-    spec = work / f"cluster-{mode}.yaml"
+    spec = work / f"cluster-{mode}-{processes}p.yaml"
     m = fleet.mock()
     spec.write_text(
         f"namespace: arena\nstate_dir: {work / 'state'}\n"
         f"models: [{{name: {MODEL}, path: 'builtin:mock-words', block_size: {fleet.block_size}, "
         f"max_model_len: {fleet.max_model_len}}}]\n"
-        f"frontend: {{port: {port}, max_concurrent_requests: 4096, max_queued_requests: 4096, "
+        f"frontend: {{port: {port}, processes: {processes}, max_concurrent_requests: 4096, max_queued_requests: 4096, "
         f"upstream_timeout_s: 600, router: {{mode: {mode}}}}}\n"
         f"pools:\n  - {{name: workers, role: aggregated, engine: mock, model: {MODEL}, replicas: {fleet.workers}, "
         f"mock: {{speedup_ratio: {m.speedup_ratio}, num_gpu_blocks: {m.num_gpu_blocks}, seed: {m.seed}}}}}\n")
-    with orchestrator_up(spec, work / f"up-{mode}.log") as url:
+    with orchestrator_up(spec, work / f"up-{mode}-{processes}p.log") as url:
         yield url
 
 
@@ -132,6 +136,18 @@ class Entry:
     startup_s: float
     summary: dict
     error_samples: list[str]  # a few distinct error messages, to say why requests failed
+    routed_per_worker: dict[str, float] | None = None  # ours: requests routed per worker, over every process
+    routed_per_process: list[float] | None = None  # ours: requests each frontend process routed
+
+
+def balance(per_worker: dict[str, float] | None, workers: int) -> tuple[float, float] | None:
+    """(max/mean, coefficient of variation) of the requests per worker; a worker given none counts 0."""
+    if not per_worker:
+        return None
+    counts = [*per_worker.values(), *[0.0] * max(0, workers - len(per_worker))]
+    mean = sum(counts) / len(counts)
+    sd = (sum((c - mean) ** 2 for c in counts) / len(counts)) ** 0.5
+    return (max(counts) / mean, sd / mean) if mean else None
 
 
 def run_one(label: str, fleet: FleetParams, requests: list, args: argparse.Namespace, env: peers.PeerEnv | None,
@@ -141,7 +157,7 @@ def run_one(label: str, fleet: FleetParams, requests: list, args: argparse.Names
         stack = contextlib.ExitStack()
         try:
             if label in OURS:
-                url = stack.enter_context(ours(label.split(":", 1)[1], fleet, work))
+                url = stack.enter_context(ours(label, fleet, work))
             else:
                 assert env is not None
                 url = stack.enter_context(peer(label, fleet, env, work))
@@ -162,6 +178,14 @@ def run_one(label: str, fleet: FleetParams, requests: list, args: argparse.Names
             trace_replay.replay(url, MODEL, requests, time_scale=args.time_scale, timeout_s=args.timeout,
                                 progress=progress, progress_every_s=15),
             timeout=args.time_scale * requests[-1].at_s + args.timeout + 60))  # fmt: skip
+        routed, per_process = None, None
+        if label in OURS:
+            urls = [p.metrics_url or p.url for p in frontend_processes(work / "state") if p.metrics_url or p.url]
+            each = [counter_by_label([u], "dynamo_lite_frontend_routing_decisions", "worker") for u in urls]
+            routed = {w: sum(c.get(w, 0.0) for c in each) for w in sorted({w for c in each for w in c})}
+            per_process = [sum(c.values()) for c in each]
+            log(f"{label}: requests per worker over {len(urls)} frontend process(es): "
+                f"{', '.join(f'{v:.0f}' for v in sorted(routed.values()))}; per process: {per_process}")
     summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
@@ -169,27 +193,29 @@ def run_one(label: str, fleet: FleetParams, requests: list, args: argparse.Names
     samples = sorted({r.error for r in result.records if r.error})[:5]
     for sample in samples:
         log(f"{label}: error: {sample[:300]}")
-    return Entry(label, round(startup, 1), asdict(summary), samples)
+    return Entry(label, round(startup, 1), asdict(summary), samples, routed, per_process)
 
 
-def table(entries: list[Entry], ceiling: float) -> str:
+def table(entries: list[Entry], ceiling: float, workers: int) -> str:
     base = next((e for e in entries if e.router == "dynamo_lite:kv"), entries[0]).summary
 
     def ratio(value: float | None, ref: float | None) -> str:
         return f"{value / ref:.2f}x" if value is not None and ref else "-"
 
     lines = [f"| router | completed | prefix hits (ceiling {ceiling:.1%}) | TTFT p50 ms | TTFT p99 ms | "
-             f"goodput req/s | hits vs kv | TTFT p50 vs kv | goodput vs kv |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"goodput req/s | hits vs kv | TTFT p50 vs kv | goodput vs kv | requests/worker max/mean | CV |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in entries:
         s = e.summary
         ttft = s["ttft_ms"] or {}
         hits = s["prefix_hit_ratio"]
+        spread = balance(e.routed_per_worker, workers)
         lines.append(
             f"| {e.router} | {s['completed']}/{s['sent']} | {hits:.1%} | {ttft.get('p50', float('nan')):.0f} | "
             f"{ttft.get('p99', float('nan')):.0f} | {s['goodput_rps']:.2f} | {ratio(hits, base['prefix_hit_ratio'])} | "
             f"{ratio(ttft.get('p50'), (base['ttft_ms'] or {}).get('p50'))} | "
-            f"{ratio(s['goodput_rps'], base['goodput_rps'])} |")  # fmt: skip
+            f"{ratio(s['goodput_rps'], base['goodput_rps'])} | "
+            f"{f'{spread[0]:.2f} | {spread[1]:.2f}' if spread else '- | -'} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -199,7 +225,9 @@ def plot(entries: list[Entry], ceiling: float, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [e.router for e in entries]
+    names = [e.router if [x.router for x in entries].count(e.router) == 1
+             else f"{e.router} #{[x.router for x in entries[:i]].count(e.router) + 1}"
+             for i, e in enumerate(entries)]  # a router run twice gets two bars  # fmt: skip
     fig, axes = plt.subplots(1, 3, figsize=(16, 5))
     hits = [100 * (e.summary["prefix_hit_ratio"] or 0) for e in entries]
     axes[0].barh(names, hits, color="tab:green")
@@ -262,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for label in labels:
             entries.append(run_one(label, fleet, requests, args, env, work))
-    text = table(entries, ceiling)
+    text = table(entries, ceiling, fleet.workers)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
