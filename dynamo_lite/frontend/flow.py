@@ -6,8 +6,9 @@ with one `Outcome` (tokens, cached tokens, workers, migrations). With `whole` (a
 that wants one JSON answer) the engine is asked for one answer too, and a worker that
 fails is replaced by resending the whole request (nothing was passed on yet); TTFT and
 ITL are not observed for those (the frontend does not see the first token), and the SLO
-counter holds their duration to TTFT target + ITL target per further token. What goes wrong is a
-`RequestFailed` (request.py) that names what happened (no worker, migrations
+counter holds their duration to TTFT target + ITL target per further token.
+
+What goes wrong is a `RequestFailed` (request.py) that names what happened (no worker, migrations
 exhausted, worker timed out, engine refused); the HTTP layer gives it a status,
 or, after the first piece, an SSE error event. Closing the generator (client
 gone) closes the engine connection.
