@@ -4,12 +4,13 @@ Start with `Router` (router/router.py): `route(token_ids, candidates) -> Decisio
 Pieces: `hashing` (chained xxh64 block hashes), `index` (which worker holds which
 block), `events` (vLLM KV-event ingestion with sequence checks), `approx` (index
 learned from decisions), `load` (per-worker load), `cost` (the formula and its
-knobs), `policies` (the routing modes).
+knobs), `ttft` (the predicted-TTFT model, learnt online), `policies` (the routing modes).
 """
 
 from router.approx import ApproxIndex
 from router.cost import (
     CandidateScore,
+    TtftTerms,
     pick_lowest,
     sample_softmax,
     score_candidates,
@@ -21,12 +22,16 @@ from router.index import KvIndex
 from router.load import LoadTracker, LoadView
 from router.policies import RouterMode, RoutingContext
 from router.router import Decision, Router, RouterConfig
+from router.ttft import Seed, TtftModel
 
 __all__ = [
     "ROOT_SEED",
     "ApproxIndex",
     "CandidateScore",
     "Decision",
+    "Seed",
+    "TtftModel",
+    "TtftTerms",
     "EventOutcome",
     "KvEventIngestor",
     "KvIndex",

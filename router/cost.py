@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from router.load import LoadView
+from router.ttft import ITL_PENALTY_S, TOKENS, Features, TtftModel, features
 from router.types import WorkerId
 
 
@@ -47,7 +48,18 @@ class CandidateScore(NamedTuple):
     overlap_blocks: int  # leading prompt blocks the worker holds
     prefill_blocks: float  # queued prefill there once this request joins, in blocks
     decode_blocks: float  # decode KV load there once this request joins, in blocks
-    cost: float  # overlap_weight * prefill_blocks + decode_blocks
+    cost: float  # overlap_weight * prefill_blocks + decode_blocks; ttft mode: see `score_ttft`
+    ttft: TtftTerms | None = None  # ttft mode only
+
+
+class TtftTerms(NamedTuple):
+    """A candidate's terms in ttft mode (`router.ttft`)."""
+
+    predicted_s: float  # predicted seconds from sending to the first token there
+    x: Features  # the model's inputs, kept to learn from the measured first token
+    kv_fill: float  # KV held there once this request joins, over its capacity (0: capacity unknown)
+    copy_s: float  # the price of copying blocks another worker holds (0 without cache pressure)
+    itl_guard: bool  # the predicted ITL there breaks the target
 
 
 def score_candidates(
@@ -72,6 +84,45 @@ def score_candidates(
         prefill = (load.prefill_tokens + (uncached if uncached > 0 else 0)) / block_size
         decode = load.decode_blocks + request_blocks
         out.append(CandidateScore(w, overlap, prefill, decode, overlap_weight * prefill + decode))
+    return out
+
+
+def score_ttft(
+    candidates: Sequence[WorkerId],
+    overlaps: Mapping[WorkerId, int],
+    loads: Sequence[LoadView],
+    capacities: Sequence[int],
+    held_blocks: Sequence[int],
+    prompt_tokens: int,
+    block_size: int,
+    model: TtftModel,
+    copy_weight: float,
+    itl_target_s: float,
+) -> list[CandidateScore]:
+    """The ttft mode's cost of each candidate: predicted TTFT + copy price (+ `ITL_PENALTY_S`).
+
+    ``capacities`` (KV blocks, 0: unknown) and ``held_blocks`` (blocks the index says it holds) are
+    aligned with ``candidates``. The copy price: blocks of this prompt's prefix that another
+    candidate already holds and this one would compute again, at the fleet's prefill rate, times
+    ``copy_weight`` and how full this one's cache is (a copy into free space evicts nothing).
+    """
+    request_blocks = -(-prompt_tokens // block_size)
+    best = max((overlaps.get(w, 0) for w in candidates), default=0)
+    per_token_s = max(0.0, model.ttft.theta[1]) / TOKENS
+    out = []
+    for w, load, cap, held in zip(candidates, loads, capacities, held_blocks):
+        overlap = overlaps.get(w, 0)
+        uncached = max(0, prompt_tokens - overlap * block_size)
+        kv_fill = (load.decode_blocks + request_blocks) / cap if cap else 0.0
+        x = features(load.prefill_tokens, uncached, prompt_tokens, kv_fill)
+        predicted = model.predict(w, x)
+        pressure = min(1.0, held / cap) if cap else 0.0
+        copy_s = copy_weight * pressure * (best - overlap) * block_size * per_token_s
+        guard = itl_target_s > 0 and model.itl.updates > 0 and model.predict_itl(kv_fill) > itl_target_s
+        cost = predicted + copy_s + (ITL_PENALTY_S if guard else 0.0)
+        prefill = (load.prefill_tokens + uncached) / block_size
+        out.append(CandidateScore(w, overlap, prefill, load.decode_blocks + request_blocks, cost,
+                                  TtftTerms(predicted, x, kv_fill, copy_s, guard)))
     return out
 
 

@@ -110,6 +110,10 @@ class LoadTracker:
         """Total KV blocks of a worker (0: unknown, no decode correction)."""
         self._capacity[worker_id] = kv_capacity_blocks
 
+    def capacity(self, worker_id: WorkerId) -> int:
+        """A worker's KV blocks (0: unknown)."""
+        return self._capacity.get(worker_id, 0)
+
     def remove_worker(self, worker_id: WorkerId) -> None:
         """Forget a worker; its in-flight requests finish as no-ops."""
         self._own.pop(worker_id, None)

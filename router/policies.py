@@ -20,11 +20,16 @@ from router.types import WorkerId
 
 
 class RouterMode(enum.StrEnum):
-    KV = "kv"  # cost formula over the index built from engines' KV events
+    TTFT = "ttft"  # lowest predicted TTFT (router.ttft) over the index built from engines' KV events
+    BLOCKS = "blocks"  # Dynamo's cost formula (router.cost) over that index; "kv" is its old name
     APPROX = "approx"  # cost formula over an index learned from the router's own decisions (TTL)
     ROUND_ROBIN = "round_robin"  # candidates in turn
     RANDOM = "random"  # uniform
     LEAST_LOADED = "least_loaded"  # lowest queued prefill + decode blocks, cache ignored
+
+    @classmethod
+    def _missing_(cls, value: object) -> RouterMode | None:
+        return cls.BLOCKS if value == "kv" else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +98,7 @@ class LeastLoadedPolicy:
 
 def make_policy(mode: RouterMode, block_size: int, temperature: float, rng: random.Random) -> Policy:
     """The policy for a mode."""
-    if mode in (RouterMode.KV, RouterMode.APPROX):
+    if mode in (RouterMode.TTFT, RouterMode.BLOCKS, RouterMode.APPROX):
         return CostPolicy(temperature, rng)
     if mode is RouterMode.ROUND_ROBIN:
         return RoundRobinPolicy()

@@ -29,12 +29,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from router.approx import ApproxIndex, Clock
-from router.cost import CandidateScore, score_candidates
+from router.cost import CandidateScore, TtftTerms, score_candidates, score_ttft
 from router.events import EventOutcome, KvEventIngestor
 from router.hashing import hash_blocks
 from router.index import KvIndex
 from router.load import LoadTracker, LoadView
 from router.policies import RouterMode, RoutingContext, make_policy
+from router.ttft import Seed, TtftModel, features
 from router.types import (
     BlockHash,
     KvEventBatch,
@@ -50,8 +51,11 @@ class RouterConfig:
     """Knobs of one router; see `router.cost` for how the cost uses them."""
 
     block_size: int = 16  # tokens per KV block; must equal the engines' block size
-    mode: RouterMode = RouterMode.KV  # see `RouterMode`
-    overlap_weight: float = 1.0  # price of a prefill block against a decode block (>= 0)
+    mode: RouterMode = RouterMode.BLOCKS  # see `RouterMode` (cluster.yaml's default is ttft)
+    overlap_weight: float = 1.0  # blocks/approx: price of a prefill block against a decode block (>= 0)
+    copy_weight: float = 1.0  # ttft: price of re-computing a prefix another worker holds, at a full cache (>= 0)
+    itl_target_s: float = 0.0  # ttft: candidates predicted to break this ITL are passed over (0: no guard)
+    ttft_seed: Seed = Seed()  # ttft: where the learnt TTFT model starts (an engine profile's line)
     temperature: float = 0.0  # 0: argmin; > 0: softmax sampling over normalised costs
     approx_ttl_s: float = 120.0  # approx mode: how long a routed prompt is assumed cached
     approx_max_blocks_per_worker: int | None = None  # approx mode: optional cap per worker (LRU)
@@ -62,8 +66,8 @@ class RouterConfig:
     def __post_init__(self) -> None:
         if self.block_size <= 0:
             raise ValueError(f"block_size must be positive, got {self.block_size}")
-        if self.overlap_weight < 0 or self.temperature < 0:
-            raise ValueError("overlap_weight and temperature must be >= 0")
+        if self.overlap_weight < 0 or self.temperature < 0 or self.copy_weight < 0 or self.itl_target_s < 0:
+            raise ValueError("overlap_weight, copy_weight, itl_target_s and temperature must be >= 0")
         object.__setattr__(self, "mode", RouterMode(self.mode))
 
 
@@ -78,9 +82,15 @@ class Decision:
     overlap_tokens: int  # overlap_blocks * block_size
     uncached_tokens: int  # prompt_tokens - overlap_tokens: what the chosen worker must prefill (0 when
     # every token sits in cached full blocks; the engine then still recomputes the last one)
-    cost: float  # the chosen worker's cost (computed in every mode, used by kv/approx)
+    cost: float  # the chosen worker's cost (computed in every mode, used by ttft/blocks/approx)
     block_hashes: tuple[BlockHash, ...]  # the prompt's full-block hashes (approx learning, replays)
     scores: tuple[CandidateScore, ...]  # every candidate's cost terms, in candidate order
+    ttft: TtftTerms | None = None  # ttft mode: the chosen worker's prediction
+
+    @property
+    def predicted_ttft_s(self) -> float | None:
+        """Predicted seconds from sending to the first token on the chosen worker (ttft mode; else None)."""
+        return self.ttft.predicted_s if self.ttft is not None else None
 
 
 class Router:
@@ -101,6 +111,8 @@ class Router:
                                  peer_ttl_s=config.peer_load_ttl_s)
         self._policy = make_policy(config.mode, config.block_size, config.temperature, self._rng)
         self._workers: set[WorkerId] = set()
+        self._clock = clock
+        self.ttft_model = TtftModel(config.ttft_seed)  # ttft mode's learnt rates, public for inspection
 
     # --- discovery ---------------------------------------------------------
     def add_worker(self, worker_id: WorkerId, kv_capacity_blocks: int = 0) -> None:
@@ -117,6 +129,7 @@ class Router:
         self._approx.remove_worker(worker_id)
         self._load.remove_worker(worker_id)
         self._ingestor.forget(worker_id)
+        self.ttft_model.forget_worker(worker_id)
 
     def sync_workers(self, live: Iterable[WorkerId]) -> list[WorkerId]:
         """Drop every registered worker not in ``live``; returns those dropped (adds none)."""
@@ -172,7 +185,13 @@ class Router:
         sizes_of = self._approx.num_blocks if approx else self.index.num_blocks
         bs, weight = self.config.block_size, self.config.overlap_weight
         loads = self._load.views(candidates)
-        scores = score_candidates(candidates, overlaps, loads, prompt_tokens, bs, weight)
+        if self.config.mode is RouterMode.TTFT:
+            cfg = self.config
+            scores = score_ttft(candidates, overlaps, loads, [self._load.capacity(w) for w in candidates],
+                                [sizes_of(w) for w in candidates], prompt_tokens, bs, self.ttft_model,
+                                cfg.copy_weight, cfg.itl_target_s)
+        else:
+            scores = score_candidates(candidates, overlaps, loads, prompt_tokens, bs, weight)
         ctx = RoutingContext(candidates, scores, loads, sizes_of)
         chosen = scores[self._policy.select(ctx)]
         overlap_tokens = chosen.overlap_blocks * bs
@@ -186,6 +205,7 @@ class Router:
             cost=chosen.cost,
             block_hashes=tuple(hashes),
             scores=tuple(scores),
+            ttft=chosen.ttft,
         )
 
     # --- request life cycle -----------------------------------------------
@@ -194,14 +214,30 @@ class Router:
         self._load.start(request_id, decision.worker_id, decision.prompt_tokens, decision.uncached_tokens)
         if self.config.mode is RouterMode.APPROX:
             self._approx.learn(decision.worker_id, decision.block_hashes)
+        if decision.ttft is not None:
+            self.ttft_model.sent(request_id, decision.worker_id, decision.ttft.x, decision.ttft.kv_fill, self._clock())
 
-    def on_prefill_done(self, request_id: RequestId) -> None:
-        """First token received (or remote prefill finished). Idempotent; unknown ids ignored."""
+    def on_prefill_done(self, request_id: RequestId, measured: bool = True) -> None:
+        """First token received (or remote prefill finished). Idempotent; unknown ids ignored.
+
+        ``measured``: the time since `on_request_start` is a real first token of a prefill on that
+        worker (not a whole answer, not a prefill run elsewhere); ttft mode learns from it.
+        """
         self._load.prefill_done(request_id)
+        self.ttft_model.first_token(request_id, self._clock(), measured)
 
-    def on_request_finish(self, request_id: RequestId) -> None:
-        """The request ended for any reason. Unknown ids ignored."""
+    def on_request_finish(self, request_id: RequestId, output_tokens: int = 0) -> None:
+        """The request ended for any reason (``output_tokens`` streamed by it). Unknown ids ignored."""
         self._load.finish(request_id)
+        self.ttft_model.finished(request_id, self._clock(), output_tokens)
+
+    def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0) -> float | None:
+        """ttft mode: the learnt prefill time of ``uncached_tokens`` after ``context_tokens`` cached ones on
+        an idle worker of average speed (None in other modes)."""
+        if self.config.mode is not RouterMode.TTFT:
+            return None
+        x = features(0, uncached_tokens, uncached_tokens + context_tokens, 0.0)
+        return max(0.0, self.ttft_model.ttft.predict(x))
 
     def load_of(self, worker_id: WorkerId) -> LoadView:
         """The load the cost function uses for a worker."""

@@ -52,18 +52,26 @@ class ModelSpec(Section):
     """Splits `<think>` reasoning from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content."""
 
 
-RouterMode = Literal["kv", "approx", "round_robin", "random", "least_loaded"]
+RouterMode = Literal["ttft", "blocks", "kv", "approx", "round_robin", "random", "least_loaded"]
 
 
 class RouterSpec(Section):
-    mode: RouterMode = "kv"
-    """kv: from KV events; approx: learns from its own decisions; or round_robin, random, least_loaded."""
+    mode: RouterMode = "ttft"
+    """ttft: lowest predicted time to first token over the KV-event index (rates learnt online); blocks:
+    Dynamo's cost formula over the same index (`kv` is its old name); approx: that formula over an index learnt
+    from its own decisions; or round_robin, random, least_loaded (cache-blind)."""
     overlap_weight: Annotated[float, Field(ge=0)] = 1.0
     """Weight of prefill blocks still to compute against active decode blocks in the cost."""
     temperature: Annotated[float, Field(ge=0)] = 0.0
     """0: lowest cost wins. Above 0: softmax sampling over normalised costs."""
     approx_ttl_s: Annotated[float, Field(gt=0)] = 120.0
     """approx mode: how long a routed prefix is assumed to stay cached."""
+    copy_weight: Annotated[float, Field(ge=0)] = 1.0
+    """ttft mode: price of computing again a prefix that another worker holds, in its prefill seconds, at a full cache."""
+    itl_guard: bool = True
+    """ttft mode: pass over workers whose predicted inter-token latency breaks planner.itl_target_ms."""
+    profile: str | None = None
+    """ttft mode: engine profile JSON whose prefill points seed the TTFT model; null: planner.profile, else a generic seed."""
 
 
 class DisaggregationSpec(Section):

@@ -16,7 +16,8 @@ from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.flow import FlowSettings, RequestFlow
 from dynamo_lite.frontend.metrics import FrontendMetrics
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
-from router import RouterConfig
+from planner.profile import EngineProfile
+from router import RouterConfig, Seed
 
 _SLO = PlannerSpec()  # the SLO defaults are the planner section's
 
@@ -33,16 +34,22 @@ class FrontendConfig:
     lease_ttl_s: int = 10  # workers' lease TTL: a dead worker is still listed at most this long
     ttft_target_ms: float = _SLO.ttft_target_ms  # the SLOs that the goodput counter checks (planner section)
     itl_target_ms: float = _SLO.itl_target_ms
+    ttft_profile: str | None = None  # engine profile seeding the ttft mode (router.profile, else planner.profile)
 
     @classmethod
     def from_spec(cls, spec: ClusterSpec, nats_url: str, etcd_url: str) -> FrontendConfig:
         return cls(spec.namespace, nats_url, etcd_url, tuple(spec.models), spec.frontend, spec.etcd.lease_ttl_s,
-                   spec.planner.ttft_target_ms, spec.planner.itl_target_ms)
+                   spec.planner.ttft_target_ms, spec.planner.itl_target_ms,
+                   spec.frontend.router.profile or spec.planner.profile)
 
     def router_config(self, model: ModelSpec) -> RouterConfig:
         r = self.frontend.router
+        seed = Seed()
+        if self.ttft_profile is not None:  # read once at start-up
+            seed = Seed.from_profile([(p.isl, p.ttft_s) for p in EngineProfile.load(self.ttft_profile).prefill])
         return RouterConfig(block_size=model.block_size, mode=r.mode, overlap_weight=r.overlap_weight,
-                            temperature=r.temperature, approx_ttl_s=r.approx_ttl_s)
+                            temperature=r.temperature, approx_ttl_s=r.approx_ttl_s, copy_weight=r.copy_weight,
+                            itl_target_s=self.itl_target_ms / 1000 if r.itl_guard else 0.0, ttft_seed=seed)
 
     def flow_settings(self) -> FlowSettings:
         d = self.frontend.disaggregation

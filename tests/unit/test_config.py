@@ -40,7 +40,7 @@ def test_defaults_and_references() -> None:
     assert [p.role for p in spec.pools] == [Role.PREFILL, Role.DECODE]
     assert spec.model_of(spec.pools[0]).block_size == 128
     assert spec.pools[1].mock is not None and spec.pools[1].mock.speedup_ratio == 10
-    assert spec.frontend.router.mode == "kv"
+    assert spec.frontend.router.mode == "ttft"
 
 
 def test_unknown_key_names_path_and_suggests() -> None:

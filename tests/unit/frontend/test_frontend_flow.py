@@ -103,7 +103,7 @@ async def test_aggregated_pool_is_routed_directly(harness) -> None:
     assert resp.status == 200
     assert h.submitter.jobs == []
     assert await h.metric("dynamo_lite_frontend_disaggregation_decisions_total", reason="aggregated_worker") == 1
-    assert await h.metric("dynamo_lite_frontend_routing_decisions_total", model="agg", worker="a0", mode="kv") == 1
+    assert await h.metric("dynamo_lite_frontend_routing_decisions_total", model="agg", worker="a0", mode="ttft") == 1
 
 
 async def test_worker_failing_mid_stream_migrates_with_the_tokens_so_far(harness) -> None:

@@ -21,7 +21,7 @@ class Clock:
         return self.now
 
 
-def make(mode=RouterMode.KV, seed=0, clock=None, **kw) -> Router:
+def make(mode=RouterMode.BLOCKS, seed=0, clock=None, **kw) -> Router:
     r = Router(RouterConfig(block_size=BS, mode=mode, **kw), clock=clock or Clock(), rng=random.Random(seed))
     for w in ALL:
         r.add_worker(w)

@@ -1,0 +1,167 @@
+"""Predicted time to first token: the `ttft` mode's cost, with rates learnt online.
+
+Per candidate worker ``w`` for a prompt of ``P`` tokens, ``U`` of them not cached on ``w``:
+
+    work(w)   = queued_prefill_tokens(w) + U          # prefill the engine runs before this one's first token
+    kv(w)     = (decode_blocks(w) + ceil(P / B)) / capacity_blocks(w)      # KV held there once it joins
+    attn      = U * (P - U + U / 2)                   # query x key pairs of this prompt's prefill
+    ttft(w)   = r(w) * (t0 + t1 * work + t2 * work * kv + t3 * attn + t4 * max(0, kv - 1))
+
+- ``t0..t4`` are one fleet-wide linear model (a model's workers run the same engine), fitted by
+  recursive least squares with forgetting (`Rls`) on every measured first token: the features at
+  routing time against the seconds from sending to the first token. ``t2`` is the decode
+  interference (each prefill step also runs the decodes of the batch, slower the more KV they read),
+  ``t4`` the wait for KV space when the engine's cache cannot hold every running request.
+- ``r(w)`` is the worker's own speed against the fleet's: an exponentially weighted mean of measured
+  over fleet-predicted TTFT (1 until it has measurements), clamped to [1/4, 4].
+- The seed: ``t0`` and ``t1`` from an engine profile (the planner's profiler: TTFT at each prompt
+  length) or a generic default; the learnt model replaces it within a few dozen requests.
+
+What a first token teaches is recorded at `Router.on_request_start` (the features of the chosen
+worker, the send time) and learnt at `Router.on_prefill_done` when the caller says it measured a
+real first token (not a whole answer arriving at once, not a prefill run elsewhere).
+
+The decode guard: mean inter-token latency is fitted the same way, ``itl = d0 + d1 * kv``, from
+finished streamed requests. A candidate whose predicted ITL exceeds the target is passed over
+while any candidate keeps it (`ITL_PENALTY_S` is added to its cost).
+
+Pure: the caller passes the clock's readings; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+Features = tuple[float, float, float, float, float]
+
+TOKENS = 1000.0  # work in thousands of tokens, attention pairs in millions: features near 1
+PAIRS = 1e6
+RATIO_MIN, RATIO_MAX = 0.25, 4.0
+RATIO_ALPHA = 0.1  # weight of a new measurement in a worker's speed ratio
+ITL_PENALTY_S = 1000.0  # added to the cost of a candidate that would break the ITL target
+
+
+def features(queued_tokens: float, uncached: int, prompt_tokens: int, kv_fill: float) -> Features:
+    """The TTFT model's inputs for one candidate (see the module docstring)."""
+    work = (queued_tokens + uncached) / TOKENS
+    cached = prompt_tokens - uncached
+    return (1.0, work, work * kv_fill, uncached * (cached + uncached / 2) / PAIRS, max(0.0, kv_fill - 1.0))
+
+
+class Rls:
+    """Recursive least squares with exponential forgetting: ``y ~ theta . x``.
+
+    ``prior_var`` is the variance of the seed's coefficients: small keeps the seed until data
+    disagrees with it, large lets the first measurements decide. ``forget`` (0 < f <= 1) weights
+    a measurement ``n`` updates old by ``forget ** n``, so the model follows an engine that changes.
+    """
+
+    def __init__(self, seed: Sequence[float], prior_var: float = 1.0, forget: float = 0.995) -> None:
+        n = len(seed)
+        self.theta = list(seed)
+        self._p = [[prior_var if i == j else 0.0 for j in range(n)] for i in range(n)]
+        self._forget = forget
+        self.updates = 0
+
+    def predict(self, x: Sequence[float]) -> float:
+        return sum(t * v for t, v in zip(self.theta, x))
+
+    def update(self, x: Sequence[float], y: float) -> None:
+        p, n, lam = self._p, len(self.theta), self._forget
+        px = [sum(p[i][j] * x[j] for j in range(n)) for i in range(n)]
+        denom = lam + sum(x[i] * px[i] for i in range(n))
+        if denom <= 1e-12:
+            return
+        gain = [v / denom for v in px]
+        err = y - self.predict(x)
+        self.theta = [t + g * err for t, g in zip(self.theta, gain)]
+        # P = (P - gain px^T) / lam, kept symmetric
+        self._p = [[(p[i][j] - gain[i] * px[j]) / lam for j in range(n)] for i in range(n)]
+        self.updates += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """Where the TTFT model starts: fixed seconds per prefill, and seconds per 1,000 prefill tokens."""
+
+    base_s: float = 0.02
+    per_1k_tokens_s: float = 0.03
+
+    @classmethod
+    def from_profile(cls, points: Sequence[tuple[int, float]]) -> Seed:
+        """A line through an engine profile's (prompt tokens, TTFT seconds) points, by least squares."""
+        if len(points) < 2:
+            raise ValueError("a profile needs at least two (tokens, seconds) points")
+        xs = [t / TOKENS for t, _ in points]
+        ys = [s for _, s in points]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+        return cls(max(0.0, my - slope * mx), max(1e-6, slope))
+
+
+@dataclass(slots=True)
+class _Pending:
+    worker_id: str
+    x: Features
+    kv_fill: float
+    sent_at: float
+    first_at: float | None = None
+
+
+@dataclass
+class TtftModel:
+    """The fleet's TTFT and ITL models, each worker's speed ratio, and requests awaiting a measurement."""
+
+    seed: Seed = field(default_factory=Seed)
+
+    def __post_init__(self) -> None:
+        s = self.seed
+        # Prior variance per coefficient scale: the seed's two terms are trusted loosely, the rest start at 0.
+        self.ttft = Rls((s.base_s, s.per_1k_tokens_s, 0.0, 0.0, 0.0), prior_var=1.0)
+        self.itl = Rls((0.01, 0.0), prior_var=1.0)
+        self.ratio: dict[str, float] = {}
+        self._pending: dict[str, _Pending] = {}
+
+    def predict(self, worker_id: str, x: Features) -> float:
+        """Predicted seconds to the first token on ``worker_id`` (never below 0)."""
+        return max(0.0, self.ratio.get(worker_id, 1.0) * self.ttft.predict(x))
+
+    def predict_itl(self, kv_fill: float) -> float:
+        return max(0.0, self.itl.predict((1.0, kv_fill)))
+
+    def forget_worker(self, worker_id: str) -> None:
+        self.ratio.pop(worker_id, None)
+
+    # --- learning, once per request -------------------------------------------------------------
+    def sent(self, request_id: str, worker_id: str, x: Features, kv_fill: float, now: float) -> None:
+        self._pending[request_id] = _Pending(worker_id, x, kv_fill, now)
+
+    def first_token(self, request_id: str, now: float, measured: bool) -> None:
+        """The request's first token (or its whole answer) came at ``now``; learn from it if ``measured``."""
+        pending = self._pending.get(request_id)
+        if pending is None or pending.first_at is not None:
+            return
+        if not measured:
+            del self._pending[request_id]
+            return
+        pending.first_at = now
+        seen = now - pending.sent_at
+        fleet = self.ttft.predict(pending.x)
+        if fleet > 1e-6:
+            old = self.ratio.get(pending.worker_id, 1.0)
+            new = (1 - RATIO_ALPHA) * old + RATIO_ALPHA * (seen / fleet)
+            self.ratio[pending.worker_id] = min(RATIO_MAX, max(RATIO_MIN, new))
+        # The fleet model learns the worker-neutral time: what this worker took, over its ratio.
+        self.ttft.update(pending.x, seen / self.ratio.get(pending.worker_id, 1.0))
+
+    def finished(self, request_id: str, now: float, output_tokens: int) -> None:
+        """The request ended; a streamed one with two or more tokens teaches the ITL model."""
+        pending = self._pending.pop(request_id, None)
+        if pending is None or pending.first_at is None or output_tokens < 2:
+            return
+        self.itl.update((1.0, pending.kv_fill), (now - pending.first_at) / (output_tokens - 1))
+
+    def in_flight(self) -> int:
+        return len(self._pending)
