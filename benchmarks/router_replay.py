@@ -44,7 +44,6 @@ import statistics
 import struct
 import sys
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +51,7 @@ import xxhash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.lru_sim import LruCache  # noqa: E402
 from benchmarks.paths import add_trace_option  # noqa: E402
 from dynamo_lite.protocol import BlockRemoved, BlockStored, KvEvent, KvEventBatch, RequestId, WorkerId  # noqa: E402
 from router import Router, RouterConfig, RouterMode, tokens_to_bytes  # noqa: E402
@@ -114,16 +114,19 @@ class TokenBook:
 
 @dataclass
 class SimWorker:
-    """One engine: LRU prefix cache, FIFO prefill, vLLM-style KV events."""
+    """One engine: LRU prefix cache (`lru_sim.LruCache`), FIFO prefill, vLLM-style KV events."""
 
     worker_id: WorkerId
     salt: int
     capacity: int  # blocks
     block_size: int
     book: TokenBook
-    cache: OrderedDict[int, None] = field(default_factory=OrderedDict)  # engine hash, LRU first
+    cache: LruCache = field(init=False)  # engine hashes
     seq: int = 0
     prefill_free_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.cache = LruCache(self.capacity)
 
     def engine_hashes(self, keys: list[tuple[int, int]]) -> list[int]:
         out, parent = [], self.salt
@@ -135,32 +138,16 @@ class SimWorker:
     def admit(self, keys: list[tuple[int, int]]) -> tuple[int, list[KvEvent]]:
         """Serve a prompt of blocks ``keys``: returns (prefix-hit blocks, events emitted)."""
         hashes = self.engine_hashes(keys)
-        hits = 0
-        while hits < len(hashes) and hashes[hits] in self.cache:
-            hits += 1
-        for h in hashes:  # pin this prompt's cached blocks at the MRU end before evicting anything
-            if h in self.cache:
-                self.cache.move_to_end(h)
-        events: list[KvEvent] = []
+        admission = self.cache.admit(hashes)
+        events: list[KvEvent] = [BlockRemoved(block_hashes=[victim]) for victim in admission.evicted]
         run: list[int] = []  # indices of a run of newly stored blocks
-        for i in range(hits, len(hashes)):
-            if hashes[i] in self.cache:  # cached after a miss: reused, ends the run
+        for i in admission.stored:
+            if run and i != run[-1] + 1:  # a block cached after a miss ends the run
                 self._flush(run, keys, hashes, events)
                 run = []
-                continue
-            events.extend(self._make_room())
-            self.cache[hashes[i]] = None
             run.append(i)
         self._flush(run, keys, hashes, events)
-        for h in reversed(hashes):  # head most recent: tails are evicted first
-            self.cache.move_to_end(h)
-        return hits, events
-
-    def _make_room(self) -> list[KvEvent]:
-        if len(self.cache) < self.capacity:
-            return []
-        victim, _ = self.cache.popitem(last=False)
-        return [BlockRemoved(block_hashes=[victim])]
+        return admission.hits, events
 
     def _flush(self, run: list[int], keys, hashes: list[int], events: list[KvEvent]) -> None:
         if not run:

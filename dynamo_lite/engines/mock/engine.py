@@ -143,7 +143,9 @@ class MockEngine:
                 self._publish_events()
                 await self._idle_until(self.scheduler.next_kv_ready_at())
                 continue
-            clock.advance(self.timing.step_seconds(plan.load))
+            seconds = self.timing.step_seconds(plan.load)
+            clock.advance(seconds)
+            self.metrics.busy.inc(seconds)
             await clock.pace()
             self._apply(plan, clock.loop_time)
 

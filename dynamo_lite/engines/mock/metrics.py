@@ -2,7 +2,11 @@
 fed by the mock engine, on a registry the caller owns.
 
 Times are simulated seconds, so that a run at any speed-up reports what the
-simulated engine would have shown.
+simulated engine would have shown. Not vLLM's, prefixed ``mock:``: the clock
+lag (how far the simulation fell behind wall clock x speed-up) and
+``mock:busy_seconds_total``, simulated seconds spent in engine steps: its
+increase over a wall interval, divided by (interval x speed-up), is the share
+of the time the engine was busy.
 """
 
 from __future__ import annotations
@@ -95,6 +99,8 @@ class EngineMetrics:
         # not vLLM's: how far the simulation fell behind wall clock x speed-up (CPU-bound)
         self.lag = gauge("mock:clock_lag_seconds", "Simulated seconds the engine loop is behind its wall-clock pace.")
         self.max_lag = gauge("mock:clock_lag_max_seconds", "Largest mock:clock_lag_seconds seen.")
+        self.busy = counter("mock:busy_seconds", "Simulated seconds spent in forward passes (engine steps); its rate "
+                            "over simulated time is how busy the engine was.")
         info = Gauge(
             "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [*cache_info, "engine"],
             registry=registry,

@@ -1,0 +1,127 @@
+"""The arena's fleets: the same mock engines behind this project's cluster or behind a peer router.
+
+    with ours("dynamo_lite:blocks", fleet, work) as f:    # orchestrator up of a generated cluster.yaml
+        f.url, f.engine_urls
+    with peer("sglang-router:cache_aware", fleet, env, work) as f:   # engines started here, the router in front
+        ...
+    busy_seconds(f.engine_urls)   # each engine's mock:busy_seconds_total
+
+Both kinds of engine are built by one function (`mock_engine_args`, or the pool's `mock:` section that
+feeds it), so they are equal but for where their KV events go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks import peers
+from benchmarks.cluster import orchestrator_up, stop, wait_for
+from dynamo_lite.config import MockEngineSpec, load_cluster_spec
+from dynamo_lite.engines.mock import engine_command
+from dynamo_lite.infra import free_port
+from dynamo_lite.orchestrator.status import cluster_status
+from dynamo_lite.worker.engine import mock_engine_args
+
+MODEL = "bench"
+BUSY = "mock:busy_seconds"  # simulated seconds in engine steps (dynamo_lite/engines/mock/metrics.py)
+
+
+@dataclass(frozen=True)
+class FleetParams:
+    workers: int
+    block_size: int
+    num_gpu_blocks: int
+    speedup: float
+    max_model_len: int
+    timing: str = "roofline"  # MockEngineSpec.timing
+    seed: int = 0
+
+    def mock(self) -> MockEngineSpec:
+        return MockEngineSpec(timing=self.timing, speedup_ratio=self.speedup,  # type: ignore[arg-type]
+                              num_gpu_blocks=self.num_gpu_blocks, seed=self.seed)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    url: str  # the router's base URL
+    engine_urls: list[str]  # every engine's base URL (its /metrics)
+
+
+@contextlib.contextmanager
+def ours(label: str, fleet: FleetParams, work: Path) -> Iterator[Fleet]:
+    """`orchestrator up` of a mock cluster for `label` (dynamo_lite:<mode>[:<N>p])."""
+    mode, _, procs = label.split(":", 1)[1].partition(":")
+    processes = int(procs.removesuffix("p")) if procs else 1
+    port = free_port()
+    spec = work / f"cluster-{mode}-{processes}p.yaml"
+    m = fleet.mock()
+    spec.write_text(
+        f"namespace: arena\nstate_dir: {work / 'state'}\n"
+        f"models: [{{name: {MODEL}, path: 'builtin:mock-words', block_size: {fleet.block_size}, "
+        f"max_model_len: {fleet.max_model_len}}}]\n"
+        f"frontend: {{port: {port}, processes: {processes}, max_concurrent_requests: 4096, max_queued_requests: 4096, "
+        f"upstream_timeout_s: 600, router: {{mode: {mode}}}}}\n"
+        f"pools:\n  - {{name: workers, role: aggregated, engine: mock, model: {MODEL}, replicas: {fleet.workers}, "
+        f"mock: {{timing: {m.timing}, speedup_ratio: {m.speedup_ratio}, num_gpu_blocks: {m.num_gpu_blocks}, "
+        f"seed: {m.seed}}}}}\n")
+    with orchestrator_up(spec, work / f"up-{mode}-{processes}p.log") as url:
+        status = asyncio.run(cluster_status(load_cluster_spec(spec)))
+        yield Fleet(url, sorted(w.engine_url for w in status.workers))
+
+
+@contextlib.contextmanager
+def peer(label: str, fleet: FleetParams, env: peers.PeerEnv, work: Path) -> Iterator[Fleet]:
+    """`fleet.workers` mock engines started directly, `label`'s router in front."""
+    router = peers.find_peer(label)
+    procs: list[subprocess.Popen] = []
+    urls, events, replays, logs = [], [], [], []
+    try:
+        for i in range(fleet.workers):
+            port, pub, replay = free_port(), free_port(), free_port()
+            args = mock_engine_args(fleet.mock(), MODEL, fleet.block_size, fleet.max_model_len, port,
+                                    f"tcp://*:{pub}", f"tcp://*:{replay}", topic=peers.KV_EVENTS_TOPIC)
+            logs.append(work / f"{router.name}-engine{i}.log")
+            with open(logs[-1], "wb") as out:
+                procs.append(subprocess.Popen(engine_command(args), stdout=out, stderr=subprocess.STDOUT))
+            urls.append(f"http://127.0.0.1:{port}")
+            events.append(f"tcp://127.0.0.1:{pub}")
+            replays.append(f"tcp://127.0.0.1:{replay}")
+        for url, proc, log_path in zip(urls, procs, logs, strict=True):
+            wait_for(lambda u=url: urllib.request.urlopen(f"{u}/health", timeout=2).status == 200, 120,
+                     f"mock engine {url}", proc, log_path)
+        port = free_port()
+        argv = peers.router_command(router, env, "127.0.0.1", port, urls,
+                                    events if router.needs_kv_events else (),
+                                    kv_replay_endpoints=replays if router.needs_kv_events else (),
+                                    model=MODEL, block_size=fleet.block_size)
+        with open(work / f"{router.name}-{router.policy}.log", "wb") as out:
+            procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT))
+        url = f"http://127.0.0.1:{port}"
+        peers.wait_ready(url, fleet.workers, timeout_s=120, proc=procs[-1])
+        yield Fleet(url, urls)
+    finally:
+        stop(procs[::-1])
+
+
+def busy_seconds(engine_urls: Sequence[str]) -> list[float]:
+    """Each engine's simulated seconds in engine steps so far (`mock:busy_seconds_total`)."""
+    out = []
+    for url in engine_urls:
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
+        out.append(sum(s.value for f in text_string_to_metric_families(text) if f.name == BUSY
+                       for s in f.samples if s.name == f"{BUSY}_total"))  # fmt: skip
+    return out
+
+
+def busy_shares(before: Sequence[float], after: Sequence[float], wall_s: float, speedup: float) -> list[float]:
+    """Per engine, the share of the simulated interval spent in engine steps."""
+    span = max(wall_s * speedup, 1e-9)
+    return [(a - b) / span for b, a in zip(before, after, strict=True)]

@@ -1,0 +1,101 @@
+"""The arena's references: prefix hits that placement alone reaches on a trace slice, simulated offline.
+
+No engines, no load, no time: each request in trace order is placed on a worker whose prefix cache is an
+LRU of engine blocks (`lru_sim.LruCache`), and its hits are counted as the engine reports them: cached
+prompt tokens / prompt tokens, in full blocks of ``block_size``, at most (prompt - 1) tokens (one is
+always computed). Engine blocks are named by their content: block j of a prompt is the chain of hash ids
+up to the one holding its last token, plus that token's offset in it (a partial last id's tokens are a
+prefix of its full expansion, see trace_replay.block_tokens).
+
+- ``shared``: one cache of unlimited size shared by every worker: no router can beat it.
+- ``sticky``: per-worker LRU of ``capacity`` blocks; each request goes to the worker holding its longest
+  cached prefix (ties: the one caching fewest blocks, then the lowest index); a prefix cached nowhere
+  goes round robin. Load is ignored: this is the placement that keeps each prefix home.
+- ``round_robin``: per-worker LRU of ``capacity`` blocks, requests dealt round robin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmarks.lru_sim import LruCache
+from benchmarks.trace_replay import ReplayRequest
+
+REFERENCES = ("shared", "sticky", "round_robin")
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    name: str  # one of REFERENCES
+    prefix_hit_ratio: float  # cached / prompt tokens
+
+
+class BlockNames:
+    """Interned engine-block names: equal content, equal int, across requests."""
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self._chains: dict[tuple[int, int], int] = {}  # (parent chain, hash id) -> chain
+        self._blocks: dict[tuple[int, int], int] = {}  # (chain, end offset) -> block name
+
+    def of(self, r: ReplayRequest) -> list[int]:
+        """The names of the full engine blocks of ``r``'s prompt, in order."""
+        bs = self.block_size
+        out: list[int] = []
+        chain, start = -1, 0  # token position where the current hash id starts
+        end = bs  # end (exclusive) of the next engine block
+        for hid, n in r.blocks:
+            chain = self._chains.setdefault((chain, hid), len(self._chains))
+            while end <= start + n:
+                out.append(self._blocks.setdefault((chain, end - start), len(self._blocks)))
+                end += bs
+            start += n
+        return out
+
+
+def hit_blocks(prompt_tokens: int, cached_prefix: int, block_size: int) -> int:
+    """Cached blocks the engine reports for a prompt whose first ``cached_prefix`` blocks are cached."""
+    return min(cached_prefix, (prompt_tokens - 1) // block_size)
+
+
+def distinct_blocks(requests: Sequence[ReplayRequest], block_size: int) -> int:
+    """Distinct full engine blocks over the slice's prompts."""
+    names = BlockNames(block_size)
+    return len({b for r in requests for b in names.of(r)})
+
+
+def simulate(requests: Sequence[ReplayRequest], block_size: int, workers: int, capacity: int | None,
+             placement: str) -> float:  # fmt: skip
+    """Prefix-hit ratio (cached / prompt tokens) of ``placement`` ("sticky" or "round_robin") over
+    ``workers`` LRU caches of ``capacity`` blocks each."""
+    names = BlockNames(block_size)
+    caches = [LruCache(capacity) for _ in range(workers)]
+    turn = 0
+    hit = total = 0
+    for r in requests:
+        keys = names.of(r)
+        if placement == "sticky":
+            cached = [c.prefix(keys) for c in caches]
+            best = max(cached)
+            if best:
+                w = min((i for i in range(workers) if cached[i] == best), key=lambda i: (len(caches[i]), i))
+            else:
+                w, turn = turn, (turn + 1) % workers
+        elif placement == "round_robin":
+            w, turn = turn, (turn + 1) % workers
+        else:
+            raise ValueError(f"unknown placement {placement!r}")
+        admission = caches[w].admit(keys)
+        hit += hit_blocks(r.input_tokens, admission.hits, block_size) * block_size
+        total += r.input_tokens
+    return hit / total if total else 0.0
+
+
+def references(requests: Sequence[ReplayRequest], block_size: int, workers: int, capacity: int) -> list[Reference]:
+    """The three references of one slice, block size and per-worker capacity."""
+    return [
+        Reference("shared", simulate(requests, block_size, 1, None, "round_robin")),
+        Reference("sticky", simulate(requests, block_size, workers, capacity, "sticky")),
+        Reference("round_robin", simulate(requests, block_size, workers, capacity, "round_robin")),
+    ]

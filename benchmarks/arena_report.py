@@ -1,0 +1,132 @@
+"""The arena's results: one `Entry` per router run, the table (mean and min-max over repeats) and the plot."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.arena_refs import Reference
+
+BASE = "dynamo_lite:blocks"  # ratios are to Dynamo's formula
+
+
+@dataclass
+class Entry:
+    router: str
+    repeat: int  # 0-based
+    startup_s: float
+    summary: dict
+    error_samples: list[str]  # a few distinct error messages, to say why requests failed
+    busy: list[float] | None = None  # per engine: share of the replay's simulated time spent in engine steps
+    routed_per_worker: dict[str, float] | None = None  # ours: requests routed per worker, over every process
+    routed_per_process: list[float] | None = None  # ours: requests each frontend process routed
+
+
+def balance(per_worker: dict[str, float] | None, workers: int) -> tuple[float, float] | None:
+    """(max/mean, coefficient of variation) of the requests per worker; a worker given none counts 0."""
+    if not per_worker:
+        return None
+    counts = [*per_worker.values(), *[0.0] * max(0, workers - len(per_worker))]
+    mean = sum(counts) / len(counts)
+    sd = (sum((c - mean) ** 2 for c in counts) / len(counts)) ** 0.5
+    return (max(counts) / mean, sd / mean) if mean else None
+
+
+def by_router(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
+    out: dict[str, list[Entry]] = {}
+    for e in entries:
+        out.setdefault(e.router, []).append(e)
+    return out
+
+
+def _values(runs: Sequence[Entry], get: Callable[[dict], float | None]) -> list[float]:
+    return [v for v in (get(e.summary) for e in runs) if v is not None]
+
+
+def _hits(s: dict) -> float | None:
+    return s["prefix_hit_ratio"]
+
+
+def _ttft(q: str) -> Callable[[dict], float | None]:
+    return lambda s: (s["ttft_ms"] or {}).get(q)
+
+
+def _cell(values: Sequence[float], fmt: Callable[[float], str]) -> str:
+    if not values:
+        return "-"
+    mean = statistics.fmean(values)
+    if len(values) == 1:
+        return fmt(mean)
+    return f"{fmt(mean)} ({fmt(min(values))}-{fmt(max(values))})"
+
+
+def _ratio(value: list[float], ref: list[float]) -> str:
+    return f"{statistics.fmean(value) / statistics.fmean(ref):.2f}x" if value and ref and statistics.fmean(ref) else "-"
+
+
+def table(entries: Sequence[Entry], refs: Sequence[Reference], workers: int) -> str:
+    """Per router: mean (min-max over repeats) of hits and TTFT; then the references."""
+    groups = by_router(entries)
+    sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
+    base = groups.get(BASE, [])
+    lines = [("| router | runs | completed | prefix hits | hits / sticky LRU | TTFT p50 ms | TTFT p99 ms | "
+              "TTFT p99 vs blocks | goodput req/s | fleet busy | requests/worker max/mean | CV |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    pct: Callable[[float], str] = lambda v: f"{v:.1%}"
+    ms: Callable[[float], str] = lambda v: f"{v:.0f}"
+    for router, runs in groups.items():
+        hits = _values(runs, _hits)
+        completed = statistics.fmean(e.summary["completed"] for e in runs)
+        busy = [statistics.fmean(e.busy) for e in runs if e.busy]
+        spreads = [b for b in (balance(e.routed_per_worker, workers) for e in runs) if b]
+        lines.append(
+            f"| {router} | {len(runs)} | {completed:.0f}/{runs[0].summary['sent']} | {_cell(hits, pct)} | "
+            f"{f'{statistics.fmean(hits) / sticky:.2f}' if hits and sticky else '-'} | "
+            f"{_cell(_values(runs, _ttft('p50')), ms)} | {_cell(_values(runs, _ttft('p99')), ms)} | "
+            f"{_ratio(_values(runs, _ttft('p99')), _values(base, _ttft('p99')))} | "
+            f"{statistics.fmean(e.summary['goodput_rps'] for e in runs):.2f} | {_cell(busy, pct)} | "
+            + (f"{statistics.fmean(b[0] for b in spreads):.2f} | {statistics.fmean(b[1] for b in spreads):.2f} |"
+               if spreads else "- | - |"))  # fmt: skip
+    for r in refs:
+        lines.append(f"| reference: {r.name} | - | - | {r.prefix_hit_ratio:.1%} | "
+                     f"{f'{r.prefix_hit_ratio / sticky:.2f}' if sticky else '-'} | - | - | - | - | - | - | - |")
+    return "\n".join(lines)
+
+
+def plot(entries: Sequence[Entry], refs: Sequence[Reference], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = by_router(entries)
+    names = list(groups)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+
+    def bars(ax, values: list[list[float]], offset: float = 0.0, **kw) -> None:
+        means = [statistics.fmean(v) if v else 0.0 for v in values]
+        err = [[m - min(v) if v else 0 for m, v in zip(means, values)], [max(v) - m if v else 0
+               for m, v in zip(means, values)]]  # fmt: skip
+        ax.barh([i + offset for i in range(len(names))], means, xerr=err, **kw)
+
+    bars(axes[0], [[100 * h for h in _values(groups[n], _hits)] for n in names], color="tab:green")
+    for r, style in zip(refs, ("--", "-.", ":"), strict=False):
+        axes[0].axvline(100 * r.prefix_hit_ratio, color="k", linestyle=style, label=f"{r.name} {r.prefix_hit_ratio:.1%}")
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].set_xlabel("prefix hits (% of prompt tokens)")
+    axes[0].legend(title="references", fontsize=8)
+    bars(axes[1], [_values(groups[n], _ttft("p99")) for n in names], 0.2, height=0.4, label="p99", color="tab:red")
+    bars(axes[1], [_values(groups[n], _ttft("p50")) for n in names], -0.2, height=0.4, label="p50", color="tab:blue")
+    axes[1].set_xlabel("TTFT (ms; bars: mean, whiskers: min-max over runs)")
+    axes[1].legend()
+    bars(axes[2], [[e.summary["goodput_rps"] for e in groups[n]] for n in names], color="tab:purple")
+    axes[2].set_xlabel("goodput (req/s within SLOs)")
+    for ax in axes[1:]:
+        ax.set_yticks(range(len(names)))
+        ax.tick_params(labelleft=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
