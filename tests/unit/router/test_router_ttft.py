@@ -1,0 +1,201 @@
+"""The ttft mode: its learnt model converges, and its choices home, replicate and guard as documented."""
+
+import heapq
+import random
+import statistics
+
+import pytest
+
+from dynamo_lite.protocol import RequestId, WorkerId
+from router import Router, RouterConfig, RouterMode, Seed
+from router.ttft import Rls
+
+BS = 16
+A, B, C = WorkerId("a"), WorkerId("b"), WorkerId("c")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(capacity: int = 0, clock: Clock | None = None, **kw) -> Router:
+    r = Router(RouterConfig(block_size=BS, mode=RouterMode.TTFT, **kw), clock=clock or Clock(), rng=random.Random(0))
+    for w in (A, B, C):
+        r.add_worker(w, capacity)
+    return r
+
+
+def store(r: Router, engine_factory, w: WorkerId, tokens: list[int], salt: int = 7) -> None:
+    eng = engine_factory(BS, salt)
+    seq, batch = eng.batch(eng.prefill(tokens))
+    r.apply_events(w, seq, batch)
+
+
+def test_rls_recovers_known_coefficients():
+    rng = random.Random(3)
+    model = Rls([0.0, 0.0, 0.0], prior_var=10.0, forget=1.0)
+    for _ in range(300):
+        x = [1.0, rng.uniform(0, 8), rng.uniform(0, 3)]
+        model.update(x, 0.01 + 0.05 * x[1] + 0.002 * x[2])
+    assert model.theta == pytest.approx([0.01, 0.05, 0.002], abs=1e-4)
+
+
+def test_seed_is_the_line_through_a_profile():
+    seed = Seed.from_profile([(1000, 0.03), (2000, 0.05), (4000, 0.09)])
+    assert (seed.base_s, seed.per_1k_tokens_s) == pytest.approx((0.01, 0.02))
+    with pytest.raises(ValueError):
+        Seed.from_profile([(1000, 0.03)])
+
+
+def service_s(uncached: int, prompt: int) -> float:
+    """The known speed of the simulated engine: 8 ms + 40 ms per 1k tokens + an attention term."""
+    return 0.008 + 0.04 * uncached / 1000 + 0.01 * uncached * (prompt - uncached + uncached / 2) / 1e6
+
+
+def replay_fifo(rate: float, n: int = 600, seed: int = 1) -> tuple[list[tuple[float, float]], Router]:
+    """Poisson arrivals over two FIFO prefill servers of known speed, routed and taught by a ttft router
+    seeded 5x too slow. Returns (predicted, measured) TTFT per request."""
+    clock = Clock()
+    wrong = Seed(base_s=0.04, per_1k_tokens_s=0.2)
+    r = Router(RouterConfig(block_size=BS, mode=RouterMode.TTFT, ttft_seed=wrong), clock=clock, rng=random.Random(0))
+    workers = [A, B]
+    for w in workers:
+        r.add_worker(w)
+    rng = random.Random(seed)
+    free = dict.fromkeys(workers, 0.0)
+    due: list[tuple[float, int, RequestId]] = []
+    out, t = [], 0.0
+    for i in range(n):
+        t += rng.expovariate(rate)
+        while due and due[0][0] <= t:  # first tokens that came before this arrival
+            clock.now, _, done = heapq.heappop(due)
+            r.on_prefill_done(done)
+            r.on_request_finish(done)
+        clock.now = t
+        tokens = [rng.randrange(50_000) for _ in range(rng.randint(200, 4000))]
+        d = r.route(tokens, workers)
+        rid = RequestId(f"r{i}")
+        r.on_request_start(rid, d)
+        first = max(t, free[d.worker_id]) + service_s(d.uncached_tokens, len(tokens))
+        free[d.worker_id] = first
+        heapq.heappush(due, (first, i, rid))
+        out.append((d.predicted_ttft_s, first - t))
+    return out, r
+
+
+@pytest.mark.parametrize("rate", [5.0, 20.0, 40.0])  # about 22%, 90% and saturated load
+def test_predicted_ttft_converges_to_the_measured(rate):
+    pairs, router = replay_fifo(rate)
+    last = pairs[-200:]
+    errors = [abs(p - m) / m for p, m in last]
+    assert statistics.median(errors) < 0.10
+    assert sum(p for p, _ in last) / sum(m for _, m in last) == pytest.approx(1.0, abs=0.10)
+    assert router.ttft_model.ttft.updates == len(pairs) - router.ttft_model.in_flight()
+    # it started from a wrong seed, not from the answer
+    (p0, m0) = pairs[0]
+    assert p0 / m0 > 3
+
+
+def test_unmeasured_first_tokens_teach_nothing():
+    clock = Clock()
+    r = make(clock=clock)
+    d = r.route(list(range(160)), [A, B])
+    r.on_request_start(RequestId("whole"), d)
+    clock.now = 5.0
+    r.on_prefill_done(RequestId("whole"), measured=False)
+    r.on_request_finish(RequestId("whole"), 10)
+    assert r.ttft_model.ttft.updates == 0 and r.ttft_model.itl.updates == 0 and r.ttft_model.in_flight() == 0
+
+
+def test_a_busy_home_keeps_its_prefix_when_others_caches_are_full(engine_factory):
+    prefix = list(range(1600))  # 100 blocks held by A
+    r = make(capacity=200)
+    store(r, engine_factory, A, prefix)
+    busy = r.route(list(range(10_000, 10_000 + 2000)), [A])  # A has 2,000 tokens queued: more than its prefix
+    r.on_request_start(RequestId("busy"), busy)
+    # B and C free but empty: they compute the prefix again with no eviction, and win on queue alone.
+    assert r.route([*prefix, 1, 2], [A, B, C]).worker_id in (B, C)
+    # Now B and C are full of other blocks: a copy there evicts, and its price sends the request home.
+    store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))
+    store(r, engine_factory, C, list(range(60_000, 60_000 + 3200)))
+    d = r.route([*prefix, 1, 2], [A, B, C])
+    assert d.worker_id == A
+    others = [s for s in d.scores if s.worker_id != A]
+    assert all(s.ttft is not None and s.ttft.copy_s > 0 for s in others)
+    # With no price on copies, the same state replicates the prefix.
+    assert make_like(r, copy_weight=0.0, engine_factory=engine_factory).route([*prefix, 1, 2], [A, B, C]).worker_id != A
+
+
+def make_like(_: Router, copy_weight: float, engine_factory) -> Router:
+    """The state of the test above, in a router with another copy weight."""
+    r = make(capacity=200, copy_weight=copy_weight)
+    store(r, engine_factory, A, list(range(1600)))
+    r.on_request_start(RequestId("busy"), r.route(list(range(10_000, 10_000 + 2000)), [A]))
+    store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))
+    store(r, engine_factory, C, list(range(60_000, 60_000 + 3200)))
+    return r
+
+
+def test_a_hot_prefix_is_replicated_when_its_home_is_far_behind(engine_factory):
+    prefix = list(range(1600))
+    r = make(capacity=200)
+    store(r, engine_factory, A, prefix)
+    store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))  # B full: a copy there has a price
+    for i in range(6):  # A has six long prompts queued: the gain pays for the copy
+        r.on_request_start(RequestId(f"q{i}"), r.route(list(range(100_000 * (i + 1), 100_000 * (i + 1) + 3000)), [A]))
+    d = r.route([*prefix, 1, 2], [A, B])
+    assert d.worker_id == B and d.ttft is not None and d.ttft.copy_s > 0
+
+
+def test_cold_prompts_spread_over_idle_workers():
+    r = make()
+    chosen = set()
+    for i in range(3):
+        d = r.route(list(range(1000 * i, 1000 * i + 800)), [A, B, C])
+        r.on_request_start(RequestId(f"c{i}"), d)
+        chosen.add(d.worker_id)
+    assert chosen == {A, B, C}
+
+
+def test_the_itl_guard_passes_over_a_worker_that_would_break_the_target(engine_factory):
+    clock = Clock()
+    r = make(capacity=100, clock=clock, itl_target_s=0.05)
+    model = r.ttft_model
+    for fill in (0.1, 0.3, 0.5, 0.7, 0.9) * 4:  # ITL = 10 ms + 80 ms x KV fill: 50 ms at half full
+        model.itl.update((1.0, fill), 0.01 + 0.08 * fill)
+    prefix = list(range(320))
+    store(r, engine_factory, A, prefix)
+    for i in range(4):  # 4 x 16 blocks held on A by running requests: A would be 85% full
+        r.on_request_start(RequestId(f"d{i}"), r.route_hashes([], 256, [A]))
+    d = r.route([*prefix, 5], [A, B])
+    assert d.worker_id == B
+    assert next(s for s in d.scores if s.worker_id == A).ttft.itl_guard
+    # with every candidate over the target, the guard changes nothing: lowest predicted TTFT wins
+    assert r.route([*prefix, 5], [A]).worker_id == A
+
+
+def test_itl_is_learnt_from_streamed_requests():
+    clock = Clock()
+    r = make(capacity=100, clock=clock)
+    d = r.route(list(range(160)), [A])
+    r.on_request_start(RequestId("s"), d)
+    clock.now = 0.1
+    r.on_prefill_done(RequestId("s"))
+    clock.now = 0.1 + 0.02 * 9
+    r.on_request_finish(RequestId("s"), 10)
+    assert r.ttft_model.itl.updates == 1 and r.ttft_model.ttft.updates == 1
+
+
+def test_kv_is_the_old_name_of_blocks_and_only_ttft_predicts():
+    assert RouterMode("kv") is RouterMode.BLOCKS
+    blocks = Router(RouterConfig(block_size=BS, mode="kv"))
+    assert blocks.config.mode is RouterMode.BLOCKS
+    assert blocks.route(list(range(64)), [A]).predicted_ttft_s is None
+    assert blocks.prefill_seconds(1000) is None
+    ttft = make()
+    assert ttft.prefill_seconds(2000) == pytest.approx(0.02 + 0.03 * 2 + 0.0)  # the seed, no attention yet
+    assert ttft.route(list(range(64)), [A]).predicted_ttft_s == pytest.approx(0.02 + 0.03 * 0.064)
