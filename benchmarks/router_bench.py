@@ -53,6 +53,7 @@ class Params:
     event_blocks: int
     decisions: int
     seed: int
+    mode: str = "ttft"  # the router mode timed (cluster.yaml's default)
 
 
 def progress(label: str, done: int, total: int, started: float) -> None:
@@ -133,9 +134,9 @@ def count_batches(p: Params) -> int:
 
 
 def new_router(p: Params) -> Router:
-    r = Router(RouterConfig(block_size=p.block_size), rng=random.Random(p.seed))
-    for w in range(p.workers):
-        r.add_worker(WorkerId(f"w{w}"))
+    r = Router(RouterConfig(block_size=p.block_size, mode=p.mode), rng=random.Random(p.seed))
+    for w in range(p.workers):  # each worker's KV capacity: twice its share of the index (ttft reads it)
+        r.add_worker(WorkerId(f"w{w}"), 2 * p.blocks // p.workers)
     return r
 
 
@@ -330,6 +331,7 @@ def main() -> None:
     ap.add_argument("--event-blocks", type=int, default=32, help="blocks per BlockStored event")
     ap.add_argument("--decisions", type=int, default=None, help="default 3000, quick 600")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mode", default="ttft", help="router mode (ttft, blocks, approx, ...; default %(default)s)")
     ap.add_argument("--no-tracemalloc", action="store_true", help="skip the second build that measures memory")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
@@ -341,6 +343,7 @@ def main() -> None:
         event_blocks=a.event_blocks,
         decisions=a.decisions or (600 if a.quick else 3000),
         seed=a.seed,
+        mode=a.mode,
     )
     result = run(p, with_tracemalloc=not a.no_tracemalloc)
     print_table(result)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from router.load import LoadView
-from router.ttft import ITL_PENALTY_S, TOKENS, Features, TtftModel, features
+from router.ttft import ITL_PENALTY_S, PAIRS, TOKENS, Features, TtftModel
 from router.types import WorkerId
 
 
@@ -108,21 +108,32 @@ def score_ttft(
     """
     request_blocks = -(-prompt_tokens // block_size)
     best = max((overlaps.get(w, 0) for w in candidates), default=0)
-    per_token_s = max(0.0, model.ttft.theta[1]) / TOKENS
+    t0, t1, t2, t3, t4 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
+    ratio = model.ratio
+    per_token_s = max(0.0, t1) / TOKENS
+    guard_on = itl_target_s > 0 and model.itl.updates > 0
+    d0, d1 = model.itl.theta
     out = []
     for w, load, cap, held in zip(candidates, loads, capacities, held_blocks):
         overlap = overlaps.get(w, 0)
-        uncached = max(0, prompt_tokens - overlap * block_size)
-        kv_fill = (load.decode_blocks + request_blocks) / cap if cap else 0.0
-        x = features(load.prefill_tokens, uncached, prompt_tokens, kv_fill)
-        predicted = model.predict(w, x)
-        pressure = min(1.0, held / cap) if cap else 0.0
-        copy_s = copy_weight * pressure * (best - overlap) * block_size * per_token_s
-        guard = itl_target_s > 0 and model.itl.updates > 0 and model.predict_itl(kv_fill) > itl_target_s
+        uncached = prompt_tokens - overlap * block_size
+        if uncached < 0:
+            uncached = 0
+        decode = load.decode_blocks + request_blocks
+        kv_fill = decode / cap if cap else 0.0
+        work = (load.prefill_tokens + uncached) / TOKENS
+        attn = uncached * (prompt_tokens - uncached / 2) / PAIRS
+        over = kv_fill - 1.0 if kv_fill > 1.0 else 0.0
+        predicted = ratio.get(w, 1.0) * (t0 + t1 * work + t2 * work * kv_fill + t3 * attn + t4 * over)
+        if predicted < 0:
+            predicted = 0.0
+        copy_s = copy_weight * (held / cap if held < cap else 1.0) * (best - overlap) * block_size * per_token_s \
+            if cap and best > overlap else 0.0
+        guard = guard_on and d0 + d1 * kv_fill > itl_target_s
         cost = predicted + copy_s + (ITL_PENALTY_S if guard else 0.0)
-        prefill = (load.prefill_tokens + uncached) / block_size
-        out.append(CandidateScore(w, overlap, prefill, load.decode_blocks + request_blocks, cost,
-                                  TtftTerms(predicted, x, kv_fill, copy_s, guard)))
+        out.append(CandidateScore(w, overlap, (load.prefill_tokens + uncached) / block_size, decode, cost,
+                                  TtftTerms(predicted, (1.0, work, work * kv_fill, attn, over), kv_fill, copy_s,
+                                            guard)))
     return out
 
 
