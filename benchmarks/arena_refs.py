@@ -9,8 +9,9 @@ prefix of its full expansion, see trace_replay.block_tokens).
 
 - ``shared``: one cache of unlimited size shared by every worker: no router can beat it.
 - ``sticky``: per-worker LRU of ``capacity`` blocks; each request goes to the worker holding its longest
-  cached prefix (ties: the one caching fewest blocks, then the lowest index); a prefix cached nowhere
-  goes round robin. Load is ignored: this is the placement that keeps each prefix home.
+  cached prefix; ties (a prefix cached nowhere, or one every worker holds, such as a common system
+  prompt) go round robin among the tied workers. Load is ignored: this is the placement that keeps each
+  prefix home and spreads the rest.
 - ``round_robin``: per-worker LRU of ``capacity`` blocks, requests dealt round robin.
 """
 
@@ -75,13 +76,11 @@ def simulate(requests: Sequence[ReplayRequest], block_size: int, workers: int, c
     hit = total = 0
     for r in requests:
         keys = names.of(r)
-        if placement == "sticky":
+        if placement == "sticky":  # the first worker from `turn` on that holds the longest prefix
             cached = [c.prefix(keys) for c in caches]
             best = max(cached)
-            if best:
-                w = min((i for i in range(workers) if cached[i] == best), key=lambda i: (len(caches[i]), i))
-            else:
-                w, turn = turn, (turn + 1) % workers
+            w = next(i % workers for i in range(turn, turn + workers) if cached[i % workers] == best)
+            turn = (w + 1) % workers
         elif placement == "round_robin":
             w, turn = turn, (turn + 1) % workers
         else:

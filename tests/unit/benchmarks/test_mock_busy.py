@@ -1,0 +1,42 @@
+"""The mock engine's busy time (`mock:busy_seconds_total`), which the arena turns into fleet busy: with one
+request at a time the engine is busy exactly while that request lives, so busy time = its e2e latency."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from benchmarks.arena_fleet import BUSY, busy_shares  # noqa: E402
+from dynamo_lite.engines.mock import MockEngineArgs  # noqa: E402
+from dynamo_lite.engines.mock.server import build_app  # noqa: E402
+
+
+async def scrape(client: TestClient) -> dict[str, float]:
+    text = await (await client.get("/metrics")).text()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+async def test_busy_time_is_the_time_spent_in_steps() -> None:
+    args = MockEngineArgs(model="m", timing="dynamo", speedup_ratio=50.0, block_size=16)
+    async with TestClient(TestServer(build_app(args))) as client:
+        assert (await scrape(client))[f"{BUSY}_total"] == 0.0
+        e2e = 0.0
+        for n in (300, 1200):  # one at a time
+            body = {"model": "m", "prompt": list(range(5, 5 + n)), "max_tokens": 12, "ignore_eos": True}
+            r = await client.post("/v1/completions", json=body)
+            assert r.status == 200, await r.text()
+            after = await scrape(client)
+            assert after["vllm:e2e_request_latency_seconds_sum"] > e2e  # it has finished
+            e2e = after["vllm:e2e_request_latency_seconds_sum"]
+        busy = after[f"{BUSY}_total"]
+        assert busy > 0 and abs(busy - e2e) <= 0.02 * e2e, (busy, e2e)
+
+
+def test_busy_share() -> None:
+    # 10 wall seconds at speed-up 4 are 40 simulated seconds: 30 busy is 75%, 0 is idle
+    assert busy_shares([5.0, 1.0], [35.0, 1.0], 10.0, 4.0) == [0.75, 0.0]
