@@ -75,12 +75,19 @@ class RouterSpec(Section):
 
 
 class DisaggregationSpec(Section):
+    decision: Literal["threshold", "predicted"] = "threshold"
+    """How a request routed to a decode worker chooses where its prefill runs. threshold: on a prefill worker when the prompt part the decode worker has not cached is longer than max_local_prefill_tokens; predicted: on a prefill worker when the predicted time to first token through the prefill queue (its wait, the prefill, and the hop and KV transfer the frontend measured) beats the decode worker's own predicted TTFT (router mode ttft; in other modes, and until a remote prefill has been timed, threshold decides)."""
     max_local_prefill_tokens: Annotated[int, Field(ge=0)] = 512
-    """Prefill remotely only when the uncached prompt on the decode worker is longer than this."""
+    """threshold: prefill remotely only when the uncached prompt on the decode worker is longer than this."""
     max_prefill_queue: Annotated[int, Field(ge=0)] = 8
-    """...and the prefill queue holds fewer jobs than this; otherwise prefill locally."""
+    """Either way, prefill locally when the prefill queue holds this many jobs not yet taken, or more."""
     prefill_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     """How long the frontend waits for a prefill job's result."""
+
+
+class AdmissionSpec(Section):
+    reject_predicted_ttft_factor: Annotated[float, Field(gt=0)] | None = None
+    """Refuse a request with 429 and Retry-After before any engine sees it when the router's predicted time to its first token (router mode ttft; the remote prefill path's when that is taken) is over this many times planner.ttft_target_ms; Retry-After: the predicted excess, in whole seconds, at least 1. null: never refuse on prediction (requests wait in the admission queue)."""
 
 
 class ApiKeysSpec(Section):
@@ -157,6 +164,8 @@ class FrontendSpec(Section):
     """Frontend processes share their in-flight requests per worker over NATS (every 100 ms), so that several do not pile onto one worker; false: each counts only its own (and the workers' load reports)."""
     router: RouterSpec = RouterSpec()
     disaggregation: DisaggregationSpec = DisaggregationSpec()
+    admission: AdmissionSpec = AdmissionSpec()
+    """Refusing early what the fleet cannot serve in time (the queue's bounds are max_concurrent_requests and max_queued_requests; a waiting request's vLLM `priority`, lower first, orders it there)."""
 
     @field_validator("processes", mode="before")
     @classmethod

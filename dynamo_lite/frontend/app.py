@@ -21,7 +21,7 @@ from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
-from dynamo_lite.frontend.admission import Admission, ApiKeys
+from dynamo_lite.frontend.admission import Admission, ApiKeys, band
 from dynamo_lite.frontend.errors import openai_errors
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.flow import RequestFlow
@@ -50,7 +50,8 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
     metrics = FrontendMetrics(registry if registry is not None else CollectorRegistry())
     fleet = Fleet({m.name: config.router_config(m) for m in config.models}, metrics)
     f = config.frontend
-    admission = Admission(f.max_concurrent_requests, f.max_queued_requests, f.queue_timeout_s)
+    admission = Admission(f.max_concurrent_requests, f.max_queued_requests, f.queue_timeout_s,
+                          waited=lambda priority, s: metrics.queue_time_by_band[band(priority)].observe(s))
     metrics.queued.set_function(lambda: admission.waiting)
     app = web.Application(middlewares=[openai_errors, _require_api_key], client_max_size=f.max_body_bytes)
     app[STATE] = FrontendState(config, tokenizers, metrics, fleet, admission, ApiKeys(api_keys),

@@ -1,24 +1,37 @@
 """The per-request disaggregation decision: prefill on a prefill worker, or locally on the decode worker.
 
-Pure. Remote prefill pays a queue hop and a KV transfer; it wins only when the
-prompt part the chosen decode worker still has to compute is long (short prompts
-and follow-up turns whose prefix is cached there stay local) and the prefill
-queue is not backed up.
+Pure. Remote prefill pays a queue hop and a KV transfer. Two rules decide
+(`frontend.disaggregation.decision`):
+
+- `threshold`: remote when the prompt part the chosen decode worker still has to
+  compute is longer than `max_local_prefill_tokens` and the prefill queue is not
+  backed up (short prompts and follow-up turns whose prefix is cached stay local).
+- `predicted`: remote when the predicted time to the first token through the queue
+  (`remote_ttft_s`: wait for the work ahead + this prompt's prefill + what the
+  frontend measured of the hop and of the KV transfer) is below the decode
+  worker's predicted local TTFT (the router's, ttft mode). Without a local
+  prediction, or before the frontend has timed a remote prefill, it is `threshold`.
+
+In both, a queue holding `max_prefill_queue` jobs or more keeps prefill local.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Literal
 
 from dynamo_lite.protocol import Role
+
+DecisionRule = Literal["threshold", "predicted"]
 
 
 class Reason(enum.StrEnum):
     """Why prefill ran where it did; a label of `dynamo_lite_frontend_disaggregation_decisions_total`."""
 
-    REMOTE = "remote"  # long uncached prompt, queue not backed up: a prefill worker computes it
-    SHORT_PROMPT = "short_prompt"  # uncached part <= max_local_prefill_tokens: local
+    REMOTE = "remote"  # a prefill worker computes it (long prompt, or predicted sooner through the queue)
+    SHORT_PROMPT = "short_prompt"  # threshold: uncached part <= max_local_prefill_tokens: local
+    PREDICTED_LOCAL = "predicted_local"  # predicted: the decode worker reaches the first token sooner itself
     QUEUE_FULL = "queue_full"  # prefill queue holds >= max_prefill_queue jobs: local
     NO_PREFILL_WORKERS = "no_prefill_workers"  # the model has no prefill workers: local
     AGGREGATED_WORKER = "aggregated_worker"  # routed to an aggregated worker: it does both
@@ -29,27 +42,92 @@ class Reason(enum.StrEnum):
 class DisaggPolicy:
     max_local_prefill_tokens: int
     max_prefill_queue: int
+    rule: DecisionRule = "threshold"
+
+
+class RemoteTimings:
+    """What the frontend measured of its remote prefills, per model: running means (EWMA).
+
+    - `job_s`: the predicted prefill seconds of the jobs it submitted (a job ahead in the queue costs this);
+    - `overhead_s`: submit-to-result time beyond the predicted queue wait and prefill (the queue hop, the
+      result's way back, and the error of both predictions);
+    - `first_token_s`: sending a remotely prefilled request to the decode worker until its first token
+      (the KV transfer plus one decode step).
+    `ready` once a remote prefill was timed to its first token; before that the prediction has no
+    transfer term and the decision is the threshold rule's.
+    """
+
+    def __init__(self, weight: float = 0.2) -> None:
+        self.weight = weight
+        self.job_s: float | None = None
+        self.overhead_s: float | None = None
+        self.first_token_s: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.overhead_s is not None and self.first_token_s is not None
+
+    def submitted(self, prefill_s: float) -> None:
+        self.job_s = self._mean(self.job_s, prefill_s)
+
+    def prefilled(self, measured_s: float, predicted_wait_s: float, prefill_s: float) -> None:
+        """A remote prefill took `measured_s` from submit to result; it was predicted wait + prefill."""
+        self.overhead_s = self._mean(self.overhead_s, max(0.0, measured_s - predicted_wait_s - prefill_s))
+
+    def first_token(self, seconds: float) -> None:
+        self.first_token_s = self._mean(self.first_token_s, seconds)
+
+    def _mean(self, old: float | None, new: float) -> float:
+        return new if old is None else old + self.weight * (new - old)
+
+
+def queue_wait_s(pending: int, in_flight: int, prefill_workers: int, job_s: float) -> float:
+    """Predicted wait before a prefill worker takes a new job: the jobs not yet taken plus half of those
+    being computed (their mean remainder), each `job_s`, shared by the prefill workers."""
+    if prefill_workers <= 0:
+        return float("inf")
+    return (pending + 0.5 * in_flight) * job_s / prefill_workers
+
+
+def remote_ttft_s(wait_s: float, prefill_s: float, timings: RemoteTimings) -> float:
+    """Predicted seconds from submitting the prefill job to the first token on the decode worker."""
+    assert timings.overhead_s is not None and timings.first_token_s is not None, "only when timings.ready"
+    return wait_s + prefill_s + timings.overhead_s + timings.first_token_s
 
 
 def decide_before_queue(worker_role: Role, prefill_workers: int, uncached_tokens: int,
-                        policy: DisaggPolicy) -> Reason | None:
-    """The decision where it needs no queue depth; None: remote, if the queue allows (`decide_on_queue`)."""
+                        policy: DisaggPolicy, local_ttft_s: float | None = None,
+                        remote_floor_s: float | None = None) -> Reason | None:  # fmt: skip
+    """The decision where it needs no queue depth; None: remote, if the queue allows (`decide_on_queue`).
+
+    `local_ttft_s` is the decode worker's predicted TTFT, `remote_floor_s` the remote path's with an empty
+    queue (`remote_ttft_s(0, ...)`); with both, the predicted rule applies, and a remote path that loses even
+    with an empty queue needs no depth read.
+    """
     if worker_role == Role.AGGREGATED:
         return Reason.AGGREGATED_WORKER
     if prefill_workers == 0:
         return Reason.NO_PREFILL_WORKERS
+    if policy.rule == "predicted" and local_ttft_s is not None and remote_floor_s is not None:
+        return Reason.PREDICTED_LOCAL if remote_floor_s >= local_ttft_s else None
     if uncached_tokens <= policy.max_local_prefill_tokens:
         return Reason.SHORT_PROMPT
     return None
 
 
-def decide_on_queue(queue_pending: int, policy: DisaggPolicy) -> Reason:
-    """Remote unless `queue_pending` jobs already wait (not yet picked up) at or over the bound."""
-    return Reason.QUEUE_FULL if queue_pending >= policy.max_prefill_queue else Reason.REMOTE
+def decide_on_queue(queue_pending: int, policy: DisaggPolicy, local_ttft_s: float | None = None,
+                    remote_s: float | None = None) -> Reason:  # fmt: skip
+    """Remote unless `queue_pending` jobs already wait (not yet picked up) at or over the bound, or (predicted
+    rule, both given) the remote path's predicted TTFT `remote_s` is not below `local_ttft_s`."""
+    if queue_pending >= policy.max_prefill_queue:
+        return Reason.QUEUE_FULL
+    if policy.rule == "predicted" and local_ttft_s is not None and remote_s is not None and remote_s >= local_ttft_s:
+        return Reason.PREDICTED_LOCAL
+    return Reason.REMOTE
 
 
 def decide(worker_role: Role, prefill_workers: int, uncached_tokens: int, queue_pending: int,
            policy: DisaggPolicy) -> Reason:
-    """Both steps at once (for callers that already know the queue depth)."""
+    """The threshold rule's both steps at once (for callers that already know the queue depth)."""
     early = decide_before_queue(worker_role, prefill_workers, uncached_tokens, policy)
     return early if early is not None else decide_on_queue(queue_pending, policy)

@@ -22,6 +22,7 @@ from dynamo_lite.frontend.request import (
     InvalidRequest,
     MigrationsExhausted,
     NoWorker,
+    Overloaded,
     PromptTooLong,
     RequestFailed,
     WorkerTimedOut,
@@ -72,6 +73,9 @@ _STATUS_OF: dict[type[RequestFailed], tuple[int, str | None]] = {
 
 def api_error(failure: RequestFailed) -> ApiError:
     """The HTTP answer to a failure of the request path."""
+    if isinstance(failure, Overloaded):
+        return ApiError(429, failure.message, code="rate_limit_exceeded",
+                        headers={"Retry-After": str(failure.retry_after_s)})
     status, code = _STATUS_OF.get(type(failure), (500, None))
     return ApiError(status, failure.message, param=failure.param, code=code)
 

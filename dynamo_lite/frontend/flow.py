@@ -17,24 +17,22 @@ gone) closes the engine connection.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from dynamo_lite.frontend.disagg import (
-    DisaggPolicy,
-    Reason,
-    decide_before_queue,
-    decide_on_queue,
-)
-from dynamo_lite.frontend.fleet import Fleet, ModelFleet
+from dynamo_lite.frontend.disagg import DisaggPolicy, Reason
+from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.metrics import FrontendMetrics, ModelMetrics
+from dynamo_lite.frontend.prefill import Placement, PrefillPlacer
 from dynamo_lite.frontend.request import (
     EngineRefused,
     GenerationRequest,
     MigrationsExhausted,
     NoWorker,
     Outcome,
+    Overloaded,
     Piece,
     WorkerTimedOut,
 )
@@ -48,12 +46,10 @@ from dynamo_lite.frontend.upstream import (
 from dynamo_lite.protocol import (
     KvTransferParams,
     RequestId,
-    Role,
     WorkerId,
     WorkerRecord,
 )
-from dynamo_lite.queue import PrefillError, PrefillSubmitter
-from router import Decision
+from dynamo_lite.queue import PrefillSubmitter
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +62,7 @@ class FlowSettings:
     ttft_target_s: float  # SLO for the goodput counter (planner.ttft_target_ms)
     itl_target_s: float  # ... and planner.itl_target_ms
     suspect_s: float  # how long a worker that failed a request is avoided (the lease TTL is the most needed)
+    reject_ttft_s: float | None = None  # refuse (429) a request predicted to reach its first token later than this
 
 
 class RequestFlow:
@@ -76,6 +73,7 @@ class RequestFlow:
         self.submitter = submitter
         self.metrics = metrics
         self.settings = settings
+        self.placer = PrefillPlacer(submitter, settings.disagg, settings.prefill_timeout_s)
 
     async def run(self, req: GenerationRequest, whole: bool = False) -> AsyncIterator[Piece | Outcome]:
         fleet = self.fleet.get(req.model)
@@ -103,11 +101,19 @@ class RequestFlow:
             mm.routed(worker.worker_id, decision.mode.value).inc()
             mm.routed_overlap.inc(decision.overlap_tokens)
             # Prompt logprobs need the prompt computed where the request runs, not shipped as KV.
-            kv_params = None if req.prompt_logprobs else await self._prefill(req, mm, fleet, worker, decision, prompt)
+            placement = None if req.prompt_logprobs else await self.placer.place(req, mm, fleet, worker, decision,
+                                                                                 prompt)  # fmt: skip
+            if not workers and self.settings.reject_ttft_s is not None:  # admission by prediction, once
+                self._admit(req, mm, placement.predicted_ttft_s if placement else decision.predicted_ttft_s)
+            kv_params = await self._prefill(req, mm, worker, placement, prompt) if placement else None
             sampling = req.sampling if not workers else req.sampling.resumed(len(generated), echo_pending)
             attempt = RequestId(f"{req.request_id}#{len(workers)}")
             workers.append(worker.worker_id)
             usage = StreamUsage()
+            sent = time.monotonic()
+            before = len(generated)
+            # The router learns TTFT/ITL only from real first tokens of a prefill on that worker.
+            measured = not whole and kv_params is None
             fleet.router.on_request_start(attempt, decision)
             try:
                 async for piece in self.engines.stream(worker, req.request_id, req.model, prompt,
@@ -115,7 +121,9 @@ class RequestFlow:
                                                        usage, whole):  # fmt: skip
                     ids = piece.token_ids if piece.token_ids is not None else req.retokenize(piece.text)
                     if (ids or piece.text) and timing.output(len(ids)):
-                        fleet.router.on_prefill_done(attempt)
+                        fleet.router.on_prefill_done(attempt, measured)
+                        if kv_params is not None and not whole:  # remote prefill: its transfer, timed
+                            self.placer.first_token(req.model, time.monotonic() - sent)
                     generated.extend(ids)
                     if piece.finish_reason is not None:
                         finish_reason, stop_reason = piece.finish_reason, piece.stop_reason
@@ -156,38 +164,28 @@ class RequestFlow:
             except UpstreamRejected as e:
                 raise EngineRefused(e.args[0]) from e
             finally:
-                fleet.router.on_request_finish(attempt)
+                fleet.router.on_request_finish(attempt, len(generated) - before if not whole else 0)
 
-    async def _prefill(self, req: GenerationRequest, mm: ModelMetrics, fleet: ModelFleet, worker: WorkerRecord,
-                       decision: Decision, prompt: list[int]) -> KvTransferParams | None:
-        """Decide where prefill runs; run it remotely when that wins. Returns the decode step's kv params."""
-        policy = self.settings.disagg
-        prefill_workers = fleet.count(Role.PREFILL) if self.submitter is not None else 0
-        reason = decide_before_queue(worker.role, prefill_workers, decision.uncached_tokens, policy)
-        params: KvTransferParams | None = None
-        if reason is None:
-            assert self.submitter is not None
-            try:
-                pending = (await self.submitter.depth(req.model)).pending
-                mm.queue_depth.set(pending)
-            except Exception as e:  # noqa: BLE001 - no depth known: treat the queue as backed up
-                log.warning("request %s: prefill queue depth unavailable (%s); prefilling locally", req.request_id, e)
-                pending = policy.max_prefill_queue
-            reason = decide_on_queue(pending, policy)
+    def _admit(self, req: GenerationRequest, mm: ModelMetrics, predicted_s: float | None) -> None:
+        """Refuse the request (429) when its predicted TTFT is over `reject_ttft_s`; nothing was sent yet."""
+        limit = self.settings.reject_ttft_s
+        if predicted_s is None or limit is None or predicted_s <= limit:
+            return
+        mm.refused("predicted_ttft").inc()
+        retry = max(1, math.ceil(predicted_s - self.settings.ttft_target_s))
+        log.info("request %s: refused, predicted TTFT %.3f s over %.3f s", req.request_id, predicted_s, limit)
+        raise Overloaded(f"The service is overloaded: this request's predicted time to first token is "
+                         f"{predicted_s:.2f} s, over the {limit:.2f} s admitted; retry in {retry} s.", retry)
+
+    async def _prefill(self, req: GenerationRequest, mm: ModelMetrics, worker: WorkerRecord, placement: Placement,
+                       prompt: list[int]) -> KvTransferParams | None:  # fmt: skip
+        """Run prefill where `placement` says; returns the decode step's kv params (None: prefill there)."""
+        params, reason = None, placement.reason
         if reason is Reason.REMOTE:
-            assert self.submitter is not None
-            started = time.monotonic()
-            try:
-                done = await self.submitter.prefill(req.request_id, req.model, prompt, self.settings.prefill_timeout_s)
-                params = done.kv_transfer_params
-                mm.queue_wait.observe(time.monotonic() - started)
-            except PrefillError as e:
-                log.warning("request %s: remote prefill failed (%s); prefilling on %s", req.request_id, e,
-                            worker.worker_id)
-                reason = Reason.PREFILL_FAILED
+            params, reason = await self.placer.run(req, mm, worker, placement, prompt)
         mm.disagg(reason.value).inc()
-        log.debug("request %s -> %s (overlap %d, uncached %d, prefill %s)", req.request_id, worker.worker_id,
-                  decision.overlap_tokens, decision.uncached_tokens, reason.value)
+        log.debug("request %s -> %s (prompt %d, prefill %s, predicted TTFT %s)", req.request_id, worker.worker_id,
+                  len(prompt), reason.value, placement.predicted_ttft_s)
         return params
 
 

@@ -18,16 +18,22 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import msgspec
 from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dynamo_lite.frontend import extras, plan
+from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
 from dynamo_lite.frontend.policy import FieldCheck
 from dynamo_lite.frontend.respond import STATUS_LABEL, Plan, serve
-from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, parse_request
+from dynamo_lite.frontend.schemas import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    parse_request,
+)
 from dynamo_lite.frontend.sse import Shape
 from dynamo_lite.frontend.state import STATE, FrontendState
 from dynamo_lite.frontend.tokenizer import ChatInput, ModelTokenizer
@@ -38,6 +44,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
 LONG_INPUT_CHARS = 16_384  # inputs this long are tokenized off the event loop
 MODEL_LABEL = web.RequestKey("model_label", str)
+PRIORITY_HEADER = "X-Vllm-Priority"  # vLLM's: overrides the body's `priority`
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
@@ -60,15 +67,18 @@ def _counted(endpoint: str, handler: Handler) -> Handler:
         state = request.app[STATE]
         status = "500"
         try:
-            await _read_body(request, state.config.frontend.body_timeout_s)
-            async with state.admission.slot():
+            raw = await _read_body(request, state.config.frontend.body_timeout_s)
+            async with state.admission.slot(lambda: _head(raw, request).priority):
                 response = await handler(request)
             status = response.get(STATUS_LABEL, str(response.status))
             return response
+        except Refused as e:  # (a refusal by predicted TTFT is the flow's, counted there)
+            status = str(e.status)
+            model = _head(raw, request).model
+            state.metrics.rejected.labels(model if model in state.models else "", e.reason).inc()
+            raise
         except ApiError as e:
             status = str(e.status)
-            if e.status == 429:
-                state.metrics.rejected.inc()
             raise
         except web.HTTPException as e:  # aiohttp's own: 413 body too large ...
             status = str(e.status)
@@ -85,11 +95,34 @@ def _counted(endpoint: str, handler: Handler) -> Handler:
     return wrapped
 
 
-async def _read_body(request: web.Request, timeout_s: float) -> None:
+class _Head(msgspec.Struct):
+    """What admission reads of a body before it is validated: only for a request that has to wait."""
+
+    model: str = ""
+    priority: int = 0
+
+
+def _head(raw: bytes, request: web.Request) -> _Head:
+    """The body's model and priority (vLLM's X-Vllm-Priority header wins); defaults where the body is not
+    valid JSON of those types, which its validation then reports."""
+    try:
+        head = msgspec.json.decode(raw, type=_Head)
+    except msgspec.DecodeError:  # (ValidationError is one)
+        head = _Head()
+    header = request.headers.get(PRIORITY_HEADER)
+    if header is not None:
+        try:
+            head.priority = int(header)
+        except ValueError:
+            pass
+    return head
+
+
+async def _read_body(request: web.Request, timeout_s: float) -> bytes:
     """Receive the whole body (aiohttp keeps it for `read()`) before the request may take a slot."""
     try:
         async with asyncio.timeout(timeout_s):
-            await request.read()
+            return await request.read()
     except TimeoutError:
         raise ApiError(408, f"The request body was not received within {timeout_s:g} s.", code="request_timeout") \
             from None

@@ -15,6 +15,8 @@ _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 _ITL = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536)
 P = "dynamo_lite_frontend_"
+BANDS = ("high", "default", "low")
+REFUSALS = ("queue_full", "queue_timeout", "predicted_ttft")
 
 
 class FrontendMetrics:
@@ -24,9 +26,13 @@ class FrontendMetrics:
         self.requests = Counter(P + "requests", "Requests finished, by endpoint and HTTP status (or 'stream_error')",
                                 ["model", "endpoint", "status"], registry=r)
         self.in_flight = Gauge(P + "requests_in_flight", "Requests being served", ["model"], registry=r)
-        self.rejected = Counter(P + "admission_rejections", "Requests refused with 429 by admission control",
-                                registry=r)
+        self.rejected = Counter(P + "admission_rejections", "Requests refused with 429 by admission control, by "
+                                "reason (queue_full, queue_timeout, predicted_ttft)", ["model", "reason"], registry=r)
         self.queued = Gauge(P + "requests_queued", "Requests waiting for an admission slot", registry=r)
+        self.queue_time = Histogram(P + "admission_queue_seconds", "Time a request waited for an admission slot, of "
+                                    "those that waited, by priority band (high: priority < 0, default: 0, low: > 0)",
+                                    ["band"], buckets=_LATENCY, registry=r)  # fmt: skip
+        self.queue_time_by_band = {band: self.queue_time.labels(band) for band in BANDS}
         self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival to first output token, of streamed requests (a whole answer comes at once)", ["model"],
                               buckets=_LATENCY, registry=r)
         self.itl = Histogram(P + "inter_token_latency_seconds", "Time between output chunks, per token, of streamed requests", ["model"],
@@ -44,8 +50,8 @@ class FrontendMetrics:
         self.routed_overlap = Counter(P + "routed_overlap_tokens", "Prompt tokens the router expected cached",
                                       ["model"], registry=r)
         self.disagg = Counter(P + "disaggregation_decisions",
-                              "Where prefill ran, by reason (remote, short_prompt, queue_full, no_prefill_workers, "
-                              "aggregated_worker, prefill_failed)", ["model", "reason"], registry=r)  # fmt: skip
+                              "Where prefill ran, by reason (remote, short_prompt, predicted_local, queue_full, "
+                              "no_prefill_workers, aggregated_worker, prefill_failed)", ["model", "reason"], registry=r)  # fmt: skip
         self.routed_overlap_ratio = Histogram(P + "routed_overlap_ratio", "Share of each prompt the router expected "
                                               "cached on the chosen worker", ["model"],
                                               buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0), registry=r)
@@ -97,6 +103,10 @@ class ModelMetrics:
         self.queue_depth = m.queue_depth.labels(model)
         self.queue_wait = m.queue_wait.labels(model)
         self._children: dict[tuple[str, ...], Any] = {}
+        self.refusals = {reason: m.rejected.labels(model, reason) for reason in REFUSALS}  # all shown, even at 0
+
+    def refused(self, reason: str) -> Any:
+        return self.refusals[reason]
 
     def routed(self, worker: str, mode: str) -> Any:
         return self._child(self._m.routed, worker, mode)

@@ -146,6 +146,15 @@ class WorkerTimedOut(RequestFailed):
     """The worker stopped answering, and there is no other to move the request to."""
 
 
+class Overloaded(RequestFailed):
+    """The request would miss its TTFT target by too much (admission by prediction): refused before any
+    engine saw it; `retry_after_s` is when the backlog ahead should have drained."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class EngineRefused(RequestFailed):
     """The engine refused the request itself (a 4xx): retrying elsewhere would not help."""
 

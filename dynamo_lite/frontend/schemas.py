@@ -114,7 +114,7 @@ class _Sampling(_Body):
     return_token_ids: bool | None = None
     return_tokens_as_token_ids: bool | None = None
     cache_salt: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
-    priority: Annotated[int, Field(ge=0, le=0)] = 0  # engines run FCFS: another priority cannot be honoured
+    priority: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] = 0  # orders the admission queue (lower first)
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     thinking_token_budget: Annotated[int, Field(ge=-1)] | None = None
     repetition_detection: dict[str, Any] | None = None
@@ -258,9 +258,6 @@ def _explain(error: pydantic.ValidationError) -> ApiError:
     if loc and loc[0] in REFUSED:
         return ApiError(400, f"'{loc[0]}' is not supported: {REFUSED[loc[0]]}.", param=loc[0],
                         code="unsupported_parameter")
-    if loc == ["priority"]:
-        return ApiError(400, "Only priority 0 is served: engines schedule first come, first served.",
-                        param="priority", code="unsupported_parameter")
     if loc and loc[0] == "prompt" and len(loc) == 1 and len(error.errors()) > 1:
         return ApiError(400, "Invalid value for 'prompt': expected a non-empty string or list of token ids (token "
                              f"ids must be >= 0 and < 2^31), or a list of up to {MAX_CHOICES} of those.", param="prompt",

@@ -52,10 +52,12 @@ class FrontendConfig:
                             itl_target_s=self.itl_target_ms / 1000 if r.itl_guard else 0.0, ttft_seed=seed)
 
     def flow_settings(self) -> FlowSettings:
-        d = self.frontend.disaggregation
-        return FlowSettings(DisaggPolicy(d.max_local_prefill_tokens, d.max_prefill_queue), d.prefill_timeout_s,
-                            self.frontend.max_migrations, ttft_target_s=self.ttft_target_ms / 1000,
-                            itl_target_s=self.itl_target_ms / 1000, suspect_s=float(self.lease_ttl_s))
+        d, factor = self.frontend.disaggregation, self.frontend.admission.reject_predicted_ttft_factor
+        ttft_s = self.ttft_target_ms / 1000
+        return FlowSettings(DisaggPolicy(d.max_local_prefill_tokens, d.max_prefill_queue, d.decision),
+                            d.prefill_timeout_s, self.frontend.max_migrations, ttft_target_s=ttft_s,
+                            itl_target_s=self.itl_target_ms / 1000, suspect_s=float(self.lease_ttl_s),
+                            reject_ttft_s=factor * ttft_s if factor is not None else None)
 
 
 @dataclass

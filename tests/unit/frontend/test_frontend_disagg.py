@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide
+from dynamo_lite.frontend.disagg import (
+    DisaggPolicy,
+    Reason,
+    RemoteTimings,
+    decide,
+    decide_before_queue,
+    decide_on_queue,
+    queue_wait_s,
+    remote_ttft_s,
+)
 from dynamo_lite.protocol import Role
 
 POLICY = DisaggPolicy(max_local_prefill_tokens=512, max_prefill_queue=4)
@@ -28,3 +37,81 @@ def test_decide(role: Role, prefill_workers: int, uncached: int, pending: int, r
 
 def test_zero_queue_bound_never_prefills_remotely() -> None:
     assert decide(Role.DECODE, 1, 10_000, 0, DisaggPolicy(0, 0)) is Reason.QUEUE_FULL
+
+
+# --- the predicted rule: known answers ---------------------------------------------------------
+PREDICTED = DisaggPolicy(max_local_prefill_tokens=512, max_prefill_queue=8, rule="predicted")
+
+
+def ready_timings(overhead_s: float, first_token_s: float, job_s: float) -> RemoteTimings:
+    t = RemoteTimings()
+    t.submitted(job_s)
+    t.prefilled(overhead_s + 1.0, 0.0, 1.0)  # measured 1 s more than the predicted 1 s of prefill
+    t.first_token(first_token_s)
+    return t
+
+
+def test_queue_wait_counts_pending_jobs_and_half_of_those_running() -> None:
+    assert queue_wait_s(pending=3, in_flight=0, prefill_workers=1, job_s=0.5) == 1.5
+    assert queue_wait_s(pending=3, in_flight=2, prefill_workers=2, job_s=0.5) == 1.0  # (3 + 1) * 0.5 / 2
+    assert queue_wait_s(pending=0, in_flight=0, prefill_workers=4, job_s=9.0) == 0.0
+    assert queue_wait_s(pending=1, in_flight=0, prefill_workers=0, job_s=0.1) == float("inf")
+
+
+def test_remote_ttft_adds_wait_prefill_overhead_and_transfer() -> None:
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    assert t.overhead_s == pytest.approx(0.05) and t.first_token_s == 0.1 and t.job_s == 0.5
+    assert remote_ttft_s(1.5, 0.4, t) == pytest.approx(2.05)
+
+
+@pytest.mark.parametrize(
+    ("pending", "workers", "reason"),
+    [
+        (3, 1, Reason.PREDICTED_LOCAL),  # 1.5 s wait + 0.4 + 0.05 + 0.1 = 2.05 s > 2.0 s local
+        (3, 2, Reason.REMOTE),  # 0.75 s wait: 1.30 s < 2.0 s
+        (0, 1, Reason.REMOTE),  # 0.55 s < 2.0 s
+        (8, 8, Reason.QUEUE_FULL),  # the bound holds whatever the prediction says
+    ],
+)
+def test_predicted_rule(pending: int, workers: int, reason: Reason) -> None:
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    local, prefill = 2.0, 0.4
+    floor = remote_ttft_s(0.0, prefill, t)
+    assert decide_before_queue(Role.DECODE, workers, 5000, PREDICTED, local, floor) is None
+    remote = floor + queue_wait_s(pending, 0, workers, t.job_s or prefill)
+    assert decide_on_queue(pending, PREDICTED, local, remote) is reason
+
+
+def test_predicted_rule_decides_without_the_queue_when_even_an_empty_one_loses() -> None:
+    # A short prompt whose local TTFT (0.1 s) beats the remote path's fixed costs (0.02 + 0.05 + 0.1 s).
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    floor = remote_ttft_s(0.0, 0.02, t)
+    assert decide_before_queue(Role.DECODE, 2, 100, PREDICTED, 0.1, floor) is Reason.PREDICTED_LOCAL
+    # a long prompt under the threshold still goes remote when that is predicted sooner
+    assert decide_before_queue(Role.DECODE, 2, 100, PREDICTED, 5.0, floor) is None
+
+
+def test_predicted_rule_falls_back_to_the_threshold_without_a_prediction() -> None:
+    assert decide_before_queue(Role.DECODE, 2, 100, PREDICTED, None, 0.3) is Reason.SHORT_PROMPT
+    assert decide_before_queue(Role.DECODE, 2, 100, PREDICTED, 0.5, None) is Reason.SHORT_PROMPT  # no timings
+    assert decide_before_queue(Role.DECODE, 2, 600, PREDICTED, None, None) is None
+    assert decide_on_queue(3, PREDICTED, None, 9.0) is Reason.REMOTE
+    assert decide_before_queue(Role.AGGREGATED, 2, 600, PREDICTED, 9.0, 0.1) is Reason.AGGREGATED_WORKER
+    assert decide_before_queue(Role.DECODE, 0, 600, PREDICTED, 9.0, 0.1) is Reason.NO_PREFILL_WORKERS
+
+
+def test_the_threshold_rule_ignores_predictions() -> None:
+    assert decide_before_queue(Role.DECODE, 2, 100, POLICY, 9.0, 0.1) is Reason.SHORT_PROMPT
+    assert decide_on_queue(0, POLICY, 0.1, 9.0) is Reason.REMOTE
+
+
+def test_remote_timings_are_running_means_and_ready_once_a_transfer_was_timed() -> None:
+    t = RemoteTimings(weight=0.5)
+    assert not t.ready
+    t.prefilled(measured_s=1.3, predicted_wait_s=0.2, prefill_s=1.0)
+    assert t.overhead_s == pytest.approx(0.1) and not t.ready
+    t.prefilled(measured_s=0.5, predicted_wait_s=0.2, prefill_s=1.0)  # faster than predicted: no negative hop
+    assert t.overhead_s == pytest.approx(0.05)
+    t.first_token(0.2)
+    t.first_token(0.4)
+    assert t.first_token_s == pytest.approx(0.3) and t.ready
