@@ -73,6 +73,15 @@ OVERVIEW = Dashboard("dl-overview", "dynamo_lite / overview", "Traffic, latency 
                      Query(rate(F + "output_tokens_total"), "out {{model}}"),
                      Query(rate(F + "cached_tokens_total"), "cached {{model}}")), "short"),
     Panel("In flight", (Query(f"sum by (model) ({F}requests_in_flight)", "{{model}}"),), "short"),
+    Panel("Admission: refused with 429", (Query(rate(F + "admission_rejections_total", "model, reason"),
+                                                "{{model}} {{reason}}"),), "reqps",
+          "queue_full and queue_timeout: the admission queue (max_queued_requests, queue_timeout_s); predicted_ttft: "
+          "refused before any engine, predicted to miss planner.ttft_target_ms by frontend.admission's factor."),
+    Panel("Admission queue by priority band", (
+        Query(rate(F + "admission_queue_seconds_count", "band"), "queued {{band}}"),
+        quantile(0.99, F + "admission_queue_seconds", "band"),
+    ), "short", "Requests that waited for a slot (per second) and their p99 wait, by vLLM priority band (high: "
+                "priority < 0, default: 0, low: > 0); a freed slot goes to the lowest priority first."),
     Panel("Restarts by orchestrator up", (
         Query(f"sum by (part) (increase({SV}restarts_total[15m]))", "{{part}}"),
         Query(f"sum by (part) ({SV}given_up_total)", "given up: {{part}}"),
