@@ -23,7 +23,15 @@ from types import SimpleNamespace
 import aiohttp
 import pytest
 
-from tests.integration.fleet import Fleet, metric, start_fleet, start_frontend, stop_fleet, stop_frontend, wait_frontend
+from tests.integration.fleet import (
+    Fleet,
+    metric,
+    start_fleet,
+    start_frontend,
+    stop_fleet,
+    stop_frontend,
+    wait_frontend,
+)
 
 pytestmark = pytest.mark.integration
 TARGET_S = 1.0
