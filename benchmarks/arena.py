@@ -20,8 +20,9 @@ shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``,
 1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times.
 
 Measured: the prefix-hit ratio is the engines' own count (``usage.prompt_tokens_details.cached_tokens``);
-fleet busy is each engine's ``mock:busy_seconds_total`` increase over the replay / (wall x speed-up); for
-ours, requests routed per worker (max/mean, CV) over every frontend process's /metrics. References
+fleet busy is each engine's ``mock:busy_seconds_total`` increase over the replay / (wall x speed-up); the
+balance (max/mean, CV) is of the requests each engine finished (``vllm:request_success_total``); for ours with
+several frontend processes, the JSON also has the requests each process routed. References
 (benchmarks/arena_refs.py, offline, same slice, block size and capacity): one infinite shared cache; LRU per
 worker with prefix-sticky placement; LRU per worker, round robin. Everything binds to 127.0.0.1; each request
 has a timeout and each run a deadline.
@@ -53,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import arena_refs, peers, trace_gen, trace_replay  # noqa: E402
-from benchmarks.arena_fleet import MODEL, Fleet, FleetParams, busy_seconds, busy_shares, ours, peer  # noqa: E402
+from benchmarks.arena_fleet import MODEL, Fleet, FleetParams, busy_shares, engine_counters, ours, peer  # noqa: E402
 from benchmarks.arena_report import Entry, plot, table  # noqa: E402
 from benchmarks.cluster import counter_by_label, frontend_processes  # noqa: E402
 from benchmarks.paths import MOONCAKE_TRACE, RESULTS, add_trace_option, recorded, recorded_args  # noqa: E402
@@ -103,21 +104,23 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
         def progress(p: trace_replay.Progress) -> None:
             log(f"{label}: {p.elapsed_s:5.0f} s  sent {p.sent}/{p.total}  done {p.finished}  errors {p.errors}")
 
-        busy_before, t0 = busy_seconds(f.engine_urls), time.monotonic()
+        before, t0 = engine_counters(f.engine_urls), time.monotonic()
         result = asyncio.run(asyncio.wait_for(
             trace_replay.replay(f.url, MODEL, requests, time_scale=args.time_scale, timeout_s=args.timeout,
                                 progress=progress, progress_every_s=15),
             timeout=args.time_scale * requests[-1].at_s + args.timeout + 60))  # fmt: skip
-        busy = busy_shares(busy_before, busy_seconds(f.engine_urls), time.monotonic() - t0, fleet.speedup)
-        log(f"{label}: fleet busy {sum(busy) / len(busy):.0%} (per engine {', '.join(f'{b:.0%}' for b in busy)})")
-        routed, per_process = None, None
+        after = engine_counters(f.engine_urls)
+        busy = busy_shares([c.busy_s for c in before], [c.busy_s for c in after], time.monotonic() - t0,
+                           fleet.speedup)  # fmt: skip
+        served = {url: a.requests - b.requests for url, b, a in zip(f.engine_urls, before, after, strict=True)}
+        log(f"{label}: fleet busy {sum(busy) / len(busy):.0%}; per engine: busy "
+            f"{', '.join(f'{b:.0%}' for b in busy)}, requests {', '.join(f'{v:.0f}' for v in served.values())}")
+        per_process = None
         if is_ours(label):
             urls = [p.metrics_url or p.url for p in frontend_processes(work / "state") if p.metrics_url or p.url]
             each = [counter_by_label([u], "dynamo_lite_frontend_routing_decisions", "worker") for u in urls]
-            routed = {w: sum(c.get(w, 0.0) for c in each) for w in sorted({w for c in each for w in c})}
             per_process = [sum(c.values()) for c in each]
-            log(f"{label}: requests per worker over {len(urls)} frontend process(es): "
-                f"{', '.join(f'{v:.0f}' for v in sorted(routed.values()))}; per process: {per_process}")
+            log(f"{label}: requests routed by each of {len(urls)} frontend process(es): {per_process}")
     summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
@@ -125,7 +128,7 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
     samples = sorted({r.error for r in result.records if r.error})[:5]
     for sample in samples:
         log(f"{label}: error: {sample[:300]}")
-    return Entry(label, repeat, round(startup, 1), asdict(summary), samples, [round(b, 4) for b in busy], routed,
+    return Entry(label, repeat, round(startup, 1), asdict(summary), samples, [round(b, 4) for b in busy], served,
                  per_process)
 
 

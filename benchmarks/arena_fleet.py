@@ -4,7 +4,7 @@
         f.url, f.engine_urls
     with peer("sglang-router:cache_aware", fleet, env, work) as f:   # engines started here, the router in front
         ...
-    busy_seconds(f.engine_urls)   # each engine's mock:busy_seconds_total
+    engine_counters(f.engine_urls)   # each engine's mock:busy_seconds_total and finished requests
 
 Both kinds of engine are built by one function (`mock_engine_args`, or the pool's `mock:` section that
 feeds it), so they are equal but for where their KV events go.
@@ -32,6 +32,7 @@ from dynamo_lite.worker.engine import mock_engine_args
 
 MODEL = "bench"
 BUSY = "mock:busy_seconds"  # simulated seconds in engine steps (dynamo_lite/engines/mock/metrics.py)
+DONE = "vllm:request_success"  # requests finished, by finish reason
 
 
 @dataclass(frozen=True)
@@ -57,22 +58,25 @@ class Fleet:
 
 @contextlib.contextmanager
 def ours(label: str, fleet: FleetParams, work: Path) -> Iterator[Fleet]:
-    """`orchestrator up` of a mock cluster for `label` (dynamo_lite:<mode>[:<N>p])."""
+    """`orchestrator up` of a mock cluster for `label`: dynamo_lite:<mode>[+<router key>=<value>...][:<N>p],
+    e.g. dynamo_lite:ttft+itl_guard=false+copy_weight=2:2p (keys of cluster.yaml's frontend.router)."""
     mode, _, procs = label.split(":", 1)[1].partition(":")
     processes = int(procs.removesuffix("p")) if procs else 1
+    mode, *options = mode.split("+")
+    router = ", ".join([f"mode: {mode}", *(o.replace("=", ": ", 1) for o in options)])
     port = free_port()
-    spec = work / f"cluster-{mode}-{processes}p.yaml"
+    spec = work / f"cluster-{mode}-{len(options)}-{processes}p.yaml"
     m = fleet.mock()
     spec.write_text(
         f"namespace: arena\nstate_dir: {work / 'state'}\n"
         f"models: [{{name: {MODEL}, path: 'builtin:mock-words', block_size: {fleet.block_size}, "
         f"max_model_len: {fleet.max_model_len}}}]\n"
         f"frontend: {{port: {port}, processes: {processes}, max_concurrent_requests: 4096, max_queued_requests: 4096, "
-        f"upstream_timeout_s: 600, router: {{mode: {mode}}}}}\n"
+        f"upstream_timeout_s: 600, router: {{{router}}}}}\n"
         f"pools:\n  - {{name: workers, role: aggregated, engine: mock, model: {MODEL}, replicas: {fleet.workers}, "
         f"mock: {{timing: {m.timing}, speedup_ratio: {m.speedup_ratio}, num_gpu_blocks: {m.num_gpu_blocks}, "
         f"seed: {m.seed}}}}}\n")
-    with orchestrator_up(spec, work / f"up-{mode}-{processes}p.log") as url:
+    with orchestrator_up(spec, spec.with_suffix(".log")) as url:
         status = asyncio.run(cluster_status(load_cluster_spec(spec)))
         yield Fleet(url, sorted(w.engine_url for w in status.workers))
 
@@ -111,13 +115,21 @@ def peer(label: str, fleet: FleetParams, env: peers.PeerEnv, work: Path) -> Iter
         stop(procs[::-1])
 
 
-def busy_seconds(engine_urls: Sequence[str]) -> list[float]:
-    """Each engine's simulated seconds in engine steps so far (`mock:busy_seconds_total`)."""
+@dataclass(frozen=True)
+class EngineCounters:
+    """One engine's cumulative counters, scraped from its /metrics."""
+
+    busy_s: float  # simulated seconds in engine steps (mock:busy_seconds_total)
+    requests: float  # requests finished (vllm:request_success_total, every finish reason)
+
+
+def engine_counters(engine_urls: Sequence[str]) -> list[EngineCounters]:
     out = []
     for url in engine_urls:
         text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-        out.append(sum(s.value for f in text_string_to_metric_families(text) if f.name == BUSY
-                       for s in f.samples if s.name == f"{BUSY}_total"))  # fmt: skip
+        samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+        out.append(EngineCounters(sum(s.value for s in samples if s.name == f"{BUSY}_total"),
+                                  sum(s.value for s in samples if s.name == f"{DONE}_total")))  # fmt: skip
     return out
 
 

@@ -20,7 +20,7 @@ class Entry:
     summary: dict
     error_samples: list[str]  # a few distinct error messages, to say why requests failed
     busy: list[float] | None = None  # per engine: share of the replay's simulated time spent in engine steps
-    routed_per_worker: dict[str, float] | None = None  # ours: requests routed per worker, over every process
+    served_per_engine: dict[str, float] | None = None  # requests each engine finished, by engine URL
     routed_per_process: list[float] | None = None  # ours: requests each frontend process routed
 
 
@@ -72,7 +72,7 @@ def table(entries: Sequence[Entry], refs: Sequence[Reference], workers: int) -> 
     sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
     base = groups.get(BASE, [])
     lines = [("| router | runs | completed | prefix hits | hits / sticky LRU | TTFT p50 ms | TTFT p99 ms | "
-              "TTFT p99 vs blocks | goodput req/s | fleet busy | requests/worker max/mean | CV |"),
+              "TTFT p99 vs blocks | goodput req/s | fleet busy | requests/engine max/mean | CV |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     pct: Callable[[float], str] = lambda v: f"{v:.1%}"
     ms: Callable[[float], str] = lambda v: f"{v:.0f}"
@@ -80,13 +80,15 @@ def table(entries: Sequence[Entry], refs: Sequence[Reference], workers: int) -> 
         hits = _values(runs, _hits)
         completed = statistics.fmean(e.summary["completed"] for e in runs)
         busy = [statistics.fmean(e.busy) for e in runs if e.busy]
-        spreads = [b for b in (balance(e.routed_per_worker, workers) for e in runs) if b]
+        busiest = max((max(e.busy) for e in runs if e.busy), default=None)
+        spreads = [b for b in (balance(e.served_per_engine, workers) for e in runs) if b]
         lines.append(
             f"| {router} | {len(runs)} | {completed:.0f}/{runs[0].summary['sent']} | {_cell(hits, pct)} | "
             f"{f'{statistics.fmean(hits) / sticky:.2f}' if hits and sticky else '-'} | "
             f"{_cell(_values(runs, _ttft('p50')), ms)} | {_cell(_values(runs, _ttft('p99')), ms)} | "
             f"{_ratio(_values(runs, _ttft('p99')), _values(base, _ttft('p99')))} | "
-            f"{statistics.fmean(e.summary['goodput_rps'] for e in runs):.2f} | {_cell(busy, pct)} | "
+            f"{statistics.fmean(e.summary['goodput_rps'] for e in runs):.2f} | {_cell(busy, pct)}"
+            f"{f' (busiest {busiest:.0%})' if busiest is not None else ''} | "
             + (f"{statistics.fmean(b[0] for b in spreads):.2f} | {statistics.fmean(b[1] for b in spreads):.2f} |"
                if spreads else "- | - |"))  # fmt: skip
     for r in refs:
