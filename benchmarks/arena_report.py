@@ -118,7 +118,7 @@ def plot(entries: Sequence[Entry], refs: Sequence[Reference], title: str, path: 
         axes[0].axvline(100 * r.prefix_hit_ratio, color="k", linestyle=style, label=f"{r.name} {r.prefix_hit_ratio:.1%}")
     axes[0].set_yticks(range(len(names)), names)
     axes[0].set_xlabel("prefix hits (% of prompt tokens)")
-    axes[0].legend(title="references", fontsize=8)
+    axes[0].legend(title="references", fontsize=8, loc="lower right")
     bars(axes[1], [_values(groups[n], _ttft("p99")) for n in names], 0.2, height=0.4, label="p99", color="tab:red")
     bars(axes[1], [_values(groups[n], _ttft("p50")) for n in names], -0.2, height=0.4, label="p50", color="tab:blue")
     axes[1].set_xlabel("TTFT (ms; bars: mean, whiskers: min-max over runs)")
