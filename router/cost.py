@@ -111,8 +111,7 @@ def score_ttft(
     t0, t1, t2, t3, t4 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
     ratio = model.ratio
     per_token_s = max(0.0, t1) / TOKENS
-    guard_on = itl_target_s > 0 and model.itl.updates > 0
-    d0, d1 = model.itl.theta
+    guard_on = itl_target_s > 0 and model.itl_ready
     out = []
     for w, load, cap, held in zip(candidates, loads, capacities, held_blocks):
         overlap = overlaps.get(w, 0)
@@ -129,7 +128,7 @@ def score_ttft(
             predicted = 0.0
         copy_s = copy_weight * (held / cap if held < cap else 1.0) * (best - overlap) * block_size * per_token_s \
             if cap and best > overlap else 0.0
-        guard = guard_on and d0 + d1 * kv_fill > itl_target_s
+        guard = guard_on and model.predict_itl(kv_fill) > itl_target_s
         cost = predicted + copy_s + (ITL_PENALTY_S if guard else 0.0)
         out.append(CandidateScore(w, overlap, (load.prefill_tokens + uncached) / block_size, decode, cost,
                                   TtftTerms(predicted, (1.0, work, work * kv_fill, attn, over), kv_fill, copy_s,

@@ -13,7 +13,7 @@ Per candidate worker ``w`` for a prompt of ``P`` tokens, ``U`` of them not cache
   interference (each prefill step also runs the decodes of the batch, slower the more KV they read),
   ``t4`` the wait for KV space when the engine's cache cannot hold every running request.
 - ``r(w)`` is the worker's own speed against the fleet's: an exponentially weighted mean of measured
-  over fleet-predicted TTFT (1 until it has measurements), clamped to [1/4, 4].
+  over fleet-predicted TTFT, clamped to [1/4, 4]; 1 until the worker has `RATIO_AFTER` measurements.
 - The seed: ``t0`` and ``t1`` from an engine profile (the planner's profiler: TTFT at each prompt
   length) or a generic default; the learnt model replaces it within a few dozen requests.
 
@@ -22,8 +22,10 @@ worker, the send time) and learnt at `Router.on_prefill_done` when the caller sa
 real first token (not a whole answer arriving at once, not a prefill run elsewhere).
 
 The decode guard: mean inter-token latency is fitted the same way, ``itl = d0 + d1 * kv``, from
-finished streamed requests. A candidate whose predicted ITL exceeds the target is passed over
-while any candidate keeps it (`ITL_PENALTY_S` is added to its cost).
+finished streamed requests, with a prior that keeps the slope near flat until data says otherwise,
+and predicted only within the KV fills seen (no extrapolation). After `ITL_MIN_SAMPLES` streams, a
+candidate whose predicted ITL exceeds the target is passed over while any candidate keeps it
+(`ITL_PENALTY_S` is added to its cost).
 
 Pure: the caller passes the clock's readings; no I/O.
 """
@@ -38,8 +40,10 @@ Features = tuple[float, float, float, float, float]
 TOKENS = 1000.0  # work in thousands of tokens, attention pairs in millions: features near 1
 PAIRS = 1e6
 RATIO_MIN, RATIO_MAX = 0.25, 4.0
-RATIO_ALPHA = 0.1  # weight of a new measurement in a worker's speed ratio
+RATIO_ALPHA = 0.05  # weight of a new measurement in a worker's speed ratio
+RATIO_AFTER = 30  # measurements of a worker before its ratio counts
 ITL_PENALTY_S = 1000.0  # added to the cost of a candidate that would break the ITL target
+ITL_MIN_SAMPLES = 50  # finished streams before the ITL guard acts
 
 
 def features(queued_tokens: float, uncached: int, prompt_tokens: int, kv_fill: float) -> Features:
@@ -57,10 +61,11 @@ class Rls:
     a measurement ``n`` updates old by ``forget ** n``, so the model follows an engine that changes.
     """
 
-    def __init__(self, seed: Sequence[float], prior_var: float = 1.0, forget: float = 0.995) -> None:
+    def __init__(self, seed: Sequence[float], prior_var: float | Sequence[float] = 1.0, forget: float = 0.995) -> None:
         n = len(seed)
+        var = [prior_var] * n if isinstance(prior_var, (int, float)) else list(prior_var)
         self.theta = list(seed)
-        self._p = [[prior_var if i == j else 0.0 for j in range(n)] for i in range(n)]
+        self._p = [[var[i] if i == j else 0.0 for j in range(n)] for i in range(n)]
         self._forget = forget
         self.updates = 0
 
@@ -120,8 +125,12 @@ class TtftModel:
         s = self.seed
         # Prior variance per coefficient scale: the seed's two terms are trusted loosely, the rest start at 0.
         self.ttft = Rls((s.base_s, s.per_1k_tokens_s, 0.0, 0.0, 0.0), prior_var=1.0)
-        self.itl = Rls((0.01, 0.0), prior_var=1.0)
-        self.ratio: dict[str, float] = {}
+        # The ITL slope starts near flat (sd 0.1 s per unit of KV fill): KV fill moves in a narrow band
+        # under steady load, and a slope fitted on it alone extrapolates wildly.
+        self.itl = Rls((0.01, 0.0), prior_var=(1.0, 0.01))
+        self.itl_fill_seen = (float("inf"), float("-inf"))  # KV fills the ITL model was fitted on
+        self.ratio: dict[str, float] = {}  # workers with RATIO_AFTER measurements or more
+        self._seen: dict[str, tuple[int, float]] = {}  # per worker: measurements, mean measured / fleet-predicted
         self._pending: dict[str, _Pending] = {}
 
     def predict(self, worker_id: str, x: Features) -> float:
@@ -129,10 +138,18 @@ class TtftModel:
         return max(0.0, self.ratio.get(worker_id, 1.0) * self.ttft.predict(x))
 
     def predict_itl(self, kv_fill: float) -> float:
-        return max(0.0, self.itl.predict((1.0, kv_fill)))
+        """Predicted mean ITL at ``kv_fill``, held within the fills it was fitted on (no extrapolation)."""
+        lo, hi = self.itl_fill_seen
+        return max(0.0, self.itl.predict((1.0, min(hi, max(lo, kv_fill)))))
+
+    @property
+    def itl_ready(self) -> bool:
+        """Enough finished streams for the ITL guard to act on (`ITL_MIN_SAMPLES`)."""
+        return self.itl.updates >= ITL_MIN_SAMPLES
 
     def forget_worker(self, worker_id: str) -> None:
         self.ratio.pop(worker_id, None)
+        self._seen.pop(worker_id, None)
 
     # --- learning, once per request -------------------------------------------------------------
     def sent(self, request_id: str, worker_id: str, x: Features, kv_fill: float, now: float) -> None:
@@ -149,19 +166,29 @@ class TtftModel:
         pending.first_at = now
         seen = now - pending.sent_at
         fleet = self.ttft.predict(pending.x)
+        # The fleet model learns every worker's times as they are (so it predicts the fleet's mean); a
+        # worker's ratio says how it differs, and counts only once it has RATIO_AFTER measurements: a
+        # worker measured early, against a seed still far off, must not look faster than those not yet.
+        self.ttft.update(pending.x, seen)
         if fleet > 1e-6:
-            old = self.ratio.get(pending.worker_id, 1.0)
-            new = (1 - RATIO_ALPHA) * old + RATIO_ALPHA * (seen / fleet)
-            self.ratio[pending.worker_id] = min(RATIO_MAX, max(RATIO_MIN, new))
-        # The fleet model learns the worker-neutral time: what this worker took, over its ratio.
-        self.ttft.update(pending.x, seen / self.ratio.get(pending.worker_id, 1.0))
+            n, mean = self._seen.get(pending.worker_id, (0, 1.0))
+            mean = (1 - RATIO_ALPHA) * mean + RATIO_ALPHA * (seen / fleet) if n else seen / fleet
+            self._seen[pending.worker_id] = (n + 1, mean)
+            if n + 1 >= RATIO_AFTER:
+                self.ratio[pending.worker_id] = min(RATIO_MAX, max(RATIO_MIN, mean))
 
     def finished(self, request_id: str, now: float, output_tokens: int) -> None:
         """The request ended; a streamed one with two or more tokens teaches the ITL model."""
         pending = self._pending.pop(request_id, None)
         if pending is None or pending.first_at is None or output_tokens < 2:
             return
-        self.itl.update((1.0, pending.kv_fill), (now - pending.first_at) / (output_tokens - 1))
+        self.learn_itl(pending.kv_fill, (now - pending.first_at) / (output_tokens - 1))
+
+    def learn_itl(self, kv_fill: float, itl_s: float) -> None:
+        """One stream's mean inter-token latency, at the KV fill it was routed at."""
+        self.itl.update((1.0, kv_fill), itl_s)
+        lo, hi = self.itl_fill_seen
+        self.itl_fill_seen = (min(lo, kv_fill), max(hi, kv_fill))
 
     def in_flight(self) -> int:
         return len(self._pending)

@@ -165,12 +165,20 @@ def test_the_itl_guard_passes_over_a_worker_that_would_break_the_target(engine_f
     clock = Clock()
     r = make(capacity=100, clock=clock, itl_target_s=0.05)
     model = r.ttft_model
-    for fill in (0.1, 0.3, 0.5, 0.7, 0.9) * 4:  # ITL = 10 ms + 80 ms x KV fill: 50 ms at half full
-        model.itl.update((1.0, fill), 0.01 + 0.08 * fill)
+    for fill in (0.1, 0.3, 0.5, 0.7, 0.9) * 11:  # ITL = 10 ms + 80 ms x KV fill: 50 ms at half full
+        model.learn_itl(fill, 0.01 + 0.08 * fill)
+        assert not r.route_hashes([], 16, [A]).ttft.itl_guard or model.itl_ready  # silent for 50 streams
     prefix = list(range(320))
     store(r, engine_factory, A, prefix)
-    for i in range(4):  # 4 x 16 blocks held on A by running requests: A would be 85% full
+    for i in range(4):  # 4 x 16 blocks held on A by requests decoding there: A would be 85% full
         r.on_request_start(RequestId(f"d{i}"), r.route_hashes([], 256, [A]))
+        r.on_prefill_done(RequestId(f"d{i}"), measured=False)
+    unguarded = make(capacity=100, clock=clock)
+    store(unguarded, engine_factory, A, prefix)
+    for i in range(4):
+        unguarded.on_request_start(RequestId(f"d{i}"), unguarded.route_hashes([], 256, [A]))
+        unguarded.on_prefill_done(RequestId(f"d{i}"), measured=False)
+    assert unguarded.route([*prefix, 5], [A, B]).worker_id == A  # the prefix wins without the guard
     d = r.route([*prefix, 5], [A, B])
     assert d.worker_id == B
     assert next(s for s in d.scores if s.worker_id == A).ttft.itl_guard
@@ -199,3 +207,12 @@ def test_kv_is_the_old_name_of_blocks_and_only_ttft_predicts():
     ttft = make()
     assert ttft.prefill_seconds(2000) == pytest.approx(0.02 + 0.03 * 2 + 0.0)  # the seed, no attention yet
     assert ttft.route(list(range(64)), [A]).predicted_ttft_s == pytest.approx(0.02 + 0.03 * 0.064)
+
+
+def test_the_itl_model_does_not_extrapolate_beyond_the_fills_it_saw():
+    r = make(capacity=100)
+    for _ in range(60):  # a narrow band of fills with a steep local slope
+        r.ttft_model.learn_itl(0.20, 0.010)
+        r.ttft_model.learn_itl(0.25, 0.020)
+    assert r.ttft_model.predict_itl(0.9) == pytest.approx(r.ttft_model.predict_itl(0.25))
+    assert r.ttft_model.predict_itl(0.9) < 0.03
