@@ -8,8 +8,12 @@ fails is replaced by resending the whole request (nothing was passed on yet); TT
 ITL are not observed for those (the frontend does not see the first token), and the SLO
 counter holds their duration to TTFT target + ITL target per further token.
 
+Where prefill runs is the placer's (prefill.py). With `reject_ttft_s`, a request whose first
+attempt is predicted (the placement's path) to reach its first token later than that is refused
+(`Overloaded`) before any engine sees it; a migrated attempt never is.
+
 What goes wrong is a `RequestFailed` (request.py) that names what happened (no worker, migrations
-exhausted, worker timed out, engine refused); the HTTP layer gives it a status,
+exhausted, worker timed out, engine refused, overloaded); the HTTP layer gives it a status,
 or, after the first piece, an SSE error event. Closing the generator (client
 gone) closes the engine connection.
 """
