@@ -56,6 +56,8 @@ class RouterConfig:
     copy_weight: float = 1.0  # ttft: price of re-computing a prefix another worker holds, at a full cache (>= 0)
     itl_target_s: float = 0.0  # ttft: candidates predicted to break this ITL are passed over (0: no guard)
     ttft_seed: Seed = Seed()  # ttft: where the learnt TTFT model starts (an engine profile's line)
+    worker_speeds: bool = False  # ttft: learn each worker's speed against the fleet's (False: one speed for all)
+    inflight_ttl_s: float = 10.0  # ttft: a prompt sent counts as cached there this long, before its events (0: off)
     temperature: float = 0.0  # 0: argmin; > 0: softmax sampling over normalised costs
     approx_ttl_s: float = 120.0  # approx mode: how long a routed prompt is assumed cached
     approx_max_blocks_per_worker: int | None = None  # approx mode: optional cap per worker (LRU)
@@ -66,8 +68,8 @@ class RouterConfig:
     def __post_init__(self) -> None:
         if self.block_size <= 0:
             raise ValueError(f"block_size must be positive, got {self.block_size}")
-        if self.overlap_weight < 0 or self.temperature < 0 or self.copy_weight < 0 or self.itl_target_s < 0:
-            raise ValueError("overlap_weight, copy_weight, itl_target_s and temperature must be >= 0")
+        if min(self.overlap_weight, self.temperature, self.copy_weight, self.itl_target_s, self.inflight_ttl_s) < 0:
+            raise ValueError("overlap_weight, copy_weight, itl_target_s, inflight_ttl_s and temperature must be >= 0")
         object.__setattr__(self, "mode", RouterMode(self.mode))
 
 
@@ -106,13 +108,17 @@ class Router:
         self._rng = rng if rng is not None else random.Random()
         self.index = KvIndex()
         self._ingestor = KvEventIngestor(self.index, config.block_size, BlockHash(config.root_seed))
-        self._approx = ApproxIndex(clock, config.approx_ttl_s, config.approx_max_blocks_per_worker)
+        # approx mode: the whole index; ttft mode: prompts sent whose blocks no event has reported yet.
+        self._recent = config.mode is RouterMode.TTFT and config.inflight_ttl_s > 0
+        ttl = config.inflight_ttl_s if self._recent else config.approx_ttl_s
+        self._approx = ApproxIndex(clock, ttl, config.approx_max_blocks_per_worker)
         self._load = LoadTracker(config.block_size, clock, config.load_report_ttl_s,
                                  peer_ttl_s=config.peer_load_ttl_s)
         self._policy = make_policy(config.mode, config.block_size, config.temperature, self._rng)
         self._workers: set[WorkerId] = set()
         self._clock = clock
-        self.ttft_model = TtftModel(config.ttft_seed)  # ttft mode's learnt rates, public for inspection
+        # ttft mode's learnt rates, public for inspection
+        self.ttft_model = TtftModel(config.ttft_seed, worker_speeds=config.worker_speeds)
 
     # --- discovery ---------------------------------------------------------
     def add_worker(self, worker_id: WorkerId, kv_capacity_blocks: int = 0) -> None:
@@ -182,6 +188,10 @@ class Router:
             raise ValueError("no candidate workers")
         approx = self.config.mode is RouterMode.APPROX
         overlaps = self._approx.find_matches(hashes) if approx else self.index.find_matches(hashes)
+        if self._recent:  # a prefix sent somewhere moments ago counts there before its KV events come
+            for w, n in self._approx.find_matches(hashes).items():
+                if n > overlaps.get(w, 0):
+                    overlaps[w] = n
         sizes_of = self._approx.num_blocks if approx else self.index.num_blocks
         bs, weight = self.config.block_size, self.config.overlap_weight
         loads = self._load.views(candidates)
@@ -212,7 +222,7 @@ class Router:
     def on_request_start(self, request_id: RequestId, decision: Decision) -> None:
         """Commit a decision: the request was sent. Raises ValueError if ``request_id`` is in flight."""
         self._load.start(request_id, decision.worker_id, decision.prompt_tokens, decision.uncached_tokens)
-        if self.config.mode is RouterMode.APPROX:
+        if self.config.mode is RouterMode.APPROX or self._recent:
             self._approx.learn(decision.worker_id, decision.block_hashes)
         if decision.ttft is not None:
             self.ttft_model.sent(request_id, decision.worker_id, decision.ttft.x, decision.ttft.kv_fill, self._clock())

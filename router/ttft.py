@@ -13,7 +13,8 @@ Per candidate worker ``w`` for a prompt of ``P`` tokens, ``U`` of them not cache
   interference (each prefill step also runs the decodes of the batch, slower the more KV they read),
   ``t4`` the wait for KV space when the engine's cache cannot hold every running request.
 - ``r(w)`` is the worker's own speed against the fleet's: an exponentially weighted mean of measured
-  over fleet-predicted TTFT, clamped to [1/4, 4]; 1 until the worker has `RATIO_AFTER` measurements.
+  over fleet-predicted TTFT, clamped to [1/4, 4]; 1 until the worker has `RATIO_AFTER` measurements,
+  and always 1 unless ``worker_speeds`` (for fleets of unlike workers).
 - The seed: ``t0`` and ``t1`` from an engine profile (the planner's profiler: TTFT at each prompt
   length) or a generic default; the learnt model replaces it within a few dozen requests.
 
@@ -120,6 +121,7 @@ class TtftModel:
     """The fleet's TTFT and ITL models, each worker's speed ratio, and requests awaiting a measurement."""
 
     seed: Seed = field(default_factory=Seed)
+    worker_speeds: bool = False  # True: each worker's ratio counts; False: every worker runs at the fleet's speed
 
     def __post_init__(self) -> None:
         s = self.seed
@@ -174,7 +176,7 @@ class TtftModel:
             n, mean = self._seen.get(pending.worker_id, (0, 1.0))
             mean = (1 - RATIO_ALPHA) * mean + RATIO_ALPHA * (seen / fleet) if n else seen / fleet
             self._seen[pending.worker_id] = (n + 1, mean)
-            if n + 1 >= RATIO_AFTER:
+            if n + 1 >= RATIO_AFTER and self.worker_speeds:
                 self.ratio[pending.worker_id] = min(RATIO_MAX, max(RATIO_MIN, mean))
 
     def finished(self, request_id: str, now: float, output_tokens: int) -> None:

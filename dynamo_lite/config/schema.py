@@ -68,6 +68,11 @@ class RouterSpec(Section):
     """approx mode: how long a routed prefix is assumed to stay cached."""
     copy_weight: Annotated[float, Field(ge=0)] = 1.0
     """ttft mode: price of computing again a prefix that another worker holds, in its prefill seconds, at a full cache."""
+    inflight_ttl_s: Annotated[float, Field(ge=0)] = 10.0
+    """ttft mode: a prompt just sent counts as cached on its worker this long, until its KV events arrive. 0: events only."""
+    worker_speeds: bool = False
+    """ttft mode: learn each worker's speed against the fleet's, for unlike workers. Off by default: on like
+    workers, timing noise made the ratios send a worker 0.6x its share (arena, 4 mocks)."""
     itl_guard: bool = True
     """ttft mode: pass over workers whose predicted inter-token latency breaks planner.itl_target_ms."""
     profile: str | None = None

@@ -49,6 +49,7 @@ class FrontendConfig:
             seed = Seed.from_profile([(p.isl, p.ttft_s) for p in EngineProfile.load(self.ttft_profile).prefill])
         return RouterConfig(block_size=model.block_size, mode=r.mode, overlap_weight=r.overlap_weight,
                             temperature=r.temperature, approx_ttl_s=r.approx_ttl_s, copy_weight=r.copy_weight,
+                            inflight_ttl_s=r.inflight_ttl_s, worker_speeds=r.worker_speeds,
                             itl_target_s=self.itl_target_ms / 1000 if r.itl_guard else 0.0, ttft_seed=seed)
 
     def flow_settings(self) -> FlowSettings:

@@ -216,3 +216,23 @@ def test_the_itl_model_does_not_extrapolate_beyond_the_fills_it_saw():
         r.ttft_model.learn_itl(0.25, 0.020)
     assert r.ttft_model.predict_itl(0.9) == pytest.approx(r.ttft_model.predict_itl(0.25))
     assert r.ttft_model.predict_itl(0.9) < 0.03
+
+
+def test_a_prompt_just_sent_counts_as_cached_there_until_its_events_come():
+    clock = Clock()
+    shared = list(range(800))  # 50 blocks, not yet reported by any engine
+    for ttl, home in ((10.0, True), (0.0, False)):
+        r = make(clock=clock, inflight_ttl_s=ttl)
+        first = r.route([*shared, 1], [A, B, C])
+        r.on_request_start(RequestId("first"), first)
+        r.on_prefill_done(RequestId("first"))  # done: its queue no longer weighs on the worker
+        second = r.route([*shared, 2], [A, B, C])
+        assert second.overlap_blocks == (50 if home else 0)
+        if home:
+            assert second.worker_id == first.worker_id
+    clock.now = 11.0  # past the TTL, with no event to confirm it: the claim is gone
+    r = make(clock=clock, inflight_ttl_s=10.0)
+    clock.now = 0.0
+    r.on_request_start(RequestId("x"), r.route([*shared, 1], [A, B, C]))
+    clock.now = 11.0
+    assert r.route([*shared, 2], [A, B, C]).overlap_blocks == 0
