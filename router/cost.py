@@ -108,7 +108,7 @@ def score_ttft(
     """
     request_blocks = -(-prompt_tokens // block_size)
     best = max((overlaps.get(w, 0) for w in candidates), default=0)
-    t0, t1, t2, t3, t4 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
+    t0, t1, t2, t3, t4, t5 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
     ratio = model.ratio
     per_token_s = max(0.0, t1) / TOKENS
     guard_on = itl_target_s > 0 and model.itl_ready
@@ -123,7 +123,8 @@ def score_ttft(
         work = (load.prefill_tokens + uncached) / TOKENS
         attn = uncached * (prompt_tokens - uncached / 2) / PAIRS
         over = kv_fill - 1.0 if kv_fill > 1.0 else 0.0
-        predicted = ratio.get(w, 1.0) * (t0 + t1 * work + t2 * work * kv_fill + t3 * attn + t4 * over)
+        ahead = load.prefilling
+        predicted = ratio.get(w, 1.0) * (t0 + t1 * work + t2 * work * kv_fill + t3 * attn + t4 * over + t5 * ahead)
         if predicted < 0:
             predicted = 0.0
         copy_s = copy_weight * (held / cap if held < cap else 1.0) * (best - overlap) * block_size * per_token_s \
@@ -131,7 +132,7 @@ def score_ttft(
         guard = guard_on and model.predict_itl(kv_fill) > itl_target_s
         cost = predicted + copy_s + (ITL_PENALTY_S if guard else 0.0)
         out.append(CandidateScore(w, overlap, (load.prefill_tokens + uncached) / block_size, decode, cost,
-                                  TtftTerms(predicted, (1.0, work, work * kv_fill, attn, over), kv_fill, copy_s,
+                                  TtftTerms(predicted, (1.0, work, work * kv_fill, attn, over, ahead), kv_fill, copy_s,
                                             guard)))
     return out
 

@@ -43,6 +43,7 @@ class LoadView(NamedTuple):
     prefill_tokens: float  # uncached prompt tokens waiting for or in prefill
     decode_blocks: float  # KV blocks held by in-flight requests
     requests: int  # in-flight requests there, this router's and its peers'
+    prefilling: float = 0.0  # of those, the ones whose prefill has not finished (plus reported waiting ones)
 
 
 @dataclass(slots=True)
@@ -60,6 +61,7 @@ _IDLE = _Own()  # shared read-only stand-in for workers with no requests
 class _Correction:
     decode_blocks: float = 0.0
     prefill_tokens: float = 0.0
+    waiting: int = 0  # requests waiting there that no known router sent
     received_at: float = float("-inf")
     ts: float = float("-inf")
 
@@ -171,6 +173,7 @@ class LoadTracker:
         corr.decode_blocks = max(0.0, reported_blocks - known_blocks) if capacity else 0.0
         foreign_waiting = max(0, report.waiting - own.prefilling - peer.prefilling)
         corr.prefill_tokens = foreign_waiting * self._mean_prefill_tokens()
+        corr.waiting = foreign_waiting
         corr.ts = report.ts
         corr.received_at = self._clock()
 
@@ -214,9 +217,10 @@ class LoadTracker:
             corr = self._corr.get(w)
             if corr is not None and corr.received_at >= fresh_after:
                 out.append(LoadView(prefill + corr.prefill_tokens, blocks + corr.decode_blocks,
-                                    own.requests + peer.requests))
+                                    own.requests + peer.requests, own.prefilling + peer.prefilling + corr.waiting))
             else:
-                out.append(LoadView(float(prefill), float(blocks), own.requests + peer.requests))
+                out.append(LoadView(float(prefill), float(blocks), own.requests + peer.requests,
+                                    float(own.prefilling + peer.prefilling)))
         return out
 
     def in_flight(self) -> int:

@@ -5,7 +5,8 @@ Per candidate worker ``w`` for a prompt of ``P`` tokens, ``U`` of them not cache
     work(w)   = queued_prefill_tokens(w) + U          # prefill the engine runs before this one's first token
     kv(w)     = (decode_blocks(w) + ceil(P / B)) / capacity_blocks(w)      # KV held there once it joins
     attn      = U * (P - U + U / 2)                   # query x key pairs of this prompt's prefill
-    ttft(w)   = r(w) * (t0 + t1 * work + t2 * work * kv + t3 * attn + t4 * max(0, kv - 1))
+    ahead(w)  = requests still prefilling on w                  # each costs a step's fixed time
+    ttft(w)   = r(w) * (t0 + t1 * work + t2 * work * kv + t3 * attn + t4 * max(0, kv - 1) + t5 * ahead)
 
 - ``t0..t4`` are one fleet-wide linear model (a model's workers run the same engine), fitted by
   recursive least squares with forgetting (`Rls`) on every measured first token: the features at
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-Features = tuple[float, float, float, float, float]
+Features = tuple[float, float, float, float, float, float]
 
 TOKENS = 1000.0  # work in thousands of tokens, attention pairs in millions: features near 1
 PAIRS = 1e6
@@ -47,11 +48,11 @@ ITL_PENALTY_S = 1000.0  # added to the cost of a candidate that would break the 
 ITL_MIN_SAMPLES = 50  # finished streams before the ITL guard acts
 
 
-def features(queued_tokens: float, uncached: int, prompt_tokens: int, kv_fill: float) -> Features:
+def features(queued_tokens: float, uncached: int, prompt_tokens: int, kv_fill: float, ahead: float = 0.0) -> Features:
     """The TTFT model's inputs for one candidate (see the module docstring)."""
     work = (queued_tokens + uncached) / TOKENS
     cached = prompt_tokens - uncached
-    return (1.0, work, work * kv_fill, uncached * (cached + uncached / 2) / PAIRS, max(0.0, kv_fill - 1.0))
+    return (1.0, work, work * kv_fill, uncached * (cached + uncached / 2) / PAIRS, max(0.0, kv_fill - 1.0), ahead)
 
 
 class Rls:
@@ -126,7 +127,7 @@ class TtftModel:
     def __post_init__(self) -> None:
         s = self.seed
         # Prior variance per coefficient scale: the seed's two terms are trusted loosely, the rest start at 0.
-        self.ttft = Rls((s.base_s, s.per_1k_tokens_s, 0.0, 0.0, 0.0), prior_var=1.0)
+        self.ttft = Rls((s.base_s, s.per_1k_tokens_s, 0.0, 0.0, 0.0, 0.0), prior_var=1.0)
         # The ITL slope starts near flat (sd 0.1 s per unit of KV fill): KV fill moves in a narrow band
         # under steady load, and a slope fitted on it alone extrapolates wildly.
         self.itl = Rls((0.01, 0.0), prior_var=(1.0, 0.01))

@@ -26,17 +26,17 @@ def test_peer_loads_add_up_replace_and_expire():
     t.start(RequestId("own"), A, prompt_tokens=32, uncached_tokens=32)
     t.update_peer("p1", 10.0, {A: WorkerLoad(100, 7, 2, 1)})
     t.update_peer("p2", 50.0, {A: WorkerLoad(0, 3, 1, 0), B: WorkerLoad(16, 1, 1, 1)})
-    assert t.views([A, B]) == [(132.0, 12.0, 4), (16.0, 1.0, 1)]
+    assert t.views([A, B]) == [(132.0, 12.0, 4, 2.0), (16.0, 1.0, 1, 1.0)]
     assert t.own_loads() == {A: WorkerLoad(32, 2, 1, 1)}  # only its own, for its peers
     t.update_peer("p1", 9.0, {})  # older than p1's last message: ignored
     assert t.view(A).requests == 4
     clock.now = 1.0
     t.update_peer("p1", 11.0, {B: WorkerLoad(0, 4, 1, 0)})  # replaces p1's whole load
-    assert t.views([A, B]) == [(32.0, 5.0, 2), (16.0, 5.0, 2)]
+    assert t.views([A, B]) == [(32.0, 5.0, 2, 1.0), (16.0, 5.0, 2, 1.0)]
     clock.now = 2.0  # p2 last heard at 0.0: expired
-    assert t.views([A, B]) == [(32.0, 2.0, 1), (0.0, 4.0, 1)] and t.peers() == 1
+    assert t.views([A, B]) == [(32.0, 2.0, 1, 1.0), (0.0, 4.0, 1, 0.0)] and t.peers() == 1
     clock.now = 2.6
-    assert t.view(B) == (0.0, 0.0, 0) and t.peers() == 0
+    assert t.view(B) == (0.0, 0.0, 0, 0.0) and t.peers() == 0
 
 
 def test_a_load_report_correction_does_not_count_peers_twice():
@@ -50,13 +50,14 @@ def test_a_load_report_correction_does_not_count_peers_twice():
     view = t.view(A)
     assert view.decode_blocks == 10 + 30 + 10
     assert view.prefill_tokens == 160 + 320 + 2 * 160  # foreign waiting x this router's mean uncached tokens
+    assert view.prefilling == 1 + 2 + 2
 
 
 def test_removed_workers_lose_their_peer_load():
     t = LoadTracker(16, Clock())
     t.update_peer("p", 1.0, {A: WorkerLoad(0, 5, 1, 0)})
     t.remove_worker(A)
-    assert t.view(A) == (0.0, 0.0, 0)
+    assert t.view(A) == (0.0, 0.0, 0, 0.0)
 
 
 def pile_up(share: bool, rounds: int = 40) -> int:
