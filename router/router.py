@@ -57,7 +57,7 @@ class RouterConfig:
     itl_target_s: float = 0.0  # ttft: candidates predicted to break this ITL are passed over (0: no guard)
     ttft_seed: Seed = Seed()  # ttft: where the learnt TTFT model starts (an engine profile's line)
     worker_speeds: bool = False  # ttft: learn each worker's speed against the fleet's (False: one speed for all)
-    inflight_ttl_s: float = 10.0  # ttft: a prompt sent counts as cached there this long, before its events (0: off)
+    inflight_ttl_s: float = 0.0  # ttft: a prompt sent counts as cached there this long, before its events (0: off)
     temperature: float = 0.0  # 0: argmin; > 0: softmax sampling over normalised costs
     approx_ttl_s: float = 120.0  # approx mode: how long a routed prompt is assumed cached
     approx_max_blocks_per_worker: int | None = None  # approx mode: optional cap per worker (LRU)

@@ -68,8 +68,8 @@ class RouterSpec(Section):
     """approx mode: how long a routed prefix is assumed to stay cached."""
     copy_weight: Annotated[float, Field(ge=0)] = 1.0
     """ttft mode: price of computing again a prefix that another worker holds, in its prefill seconds, at a full cache."""
-    inflight_ttl_s: Annotated[float, Field(ge=0)] = 10.0
-    """ttft mode: a prompt just sent counts as cached on its worker this long, until its KV events arrive. 0: events only."""
+    inflight_ttl_s: Annotated[float, Field(ge=0)] = 0.0
+    """ttft mode: a prompt just sent counts as cached on its worker this long, before its KV events arrive. 0 (default): events only; 10 s lost hits and balance under cache pressure (docs/benchmarks.md)."""
     worker_speeds: bool = False
     """ttft mode: learn each worker's speed against the fleet's, for unlike workers. Off by default: on like
     workers, timing noise made the ratios send a worker 0.6x its share (arena, 4 mocks)."""
