@@ -4,15 +4,16 @@ Per candidate worker ``w`` for a prompt of ``P`` tokens, ``U`` of them not cache
 
     work(w)   = queued_prefill_tokens(w) + U          # prefill the engine runs before this one's first token
     kv(w)     = (decode_blocks(w) + ceil(P / B)) / capacity_blocks(w)      # KV held there once it joins
-    attn      = U * (P - U + U / 2)                   # query x key pairs of this prompt's prefill
+    attn      = U * (P - U / 2)                       # query x key pairs of this prompt's prefill
     ahead(w)  = requests still prefilling on w                  # each costs a step's fixed time
     ttft(w)   = r(w) * (t0 + t1 * work + t2 * work * kv + t3 * attn + t4 * max(0, kv - 1) + t5 * ahead)
 
-- ``t0..t4`` are one fleet-wide linear model (a model's workers run the same engine), fitted by
+- ``t0..t5`` are one fleet-wide linear model (a model's workers run the same engine), fitted by
   recursive least squares with forgetting (`Rls`) on every measured first token: the features at
   routing time against the seconds from sending to the first token. ``t2`` is the decode
   interference (each prefill step also runs the decodes of the batch, slower the more KV they read),
-  ``t4`` the wait for KV space when the engine's cache cannot hold every running request.
+  ``t4`` the wait for KV space when the engine's cache cannot hold every running request, ``t5``
+  the fixed cost of each engine step a request ahead takes.
 - ``r(w)`` is the worker's own speed against the fleet's: an exponentially weighted mean of measured
   over fleet-predicted TTFT, clamped to [1/4, 4]; 1 until the worker has `RATIO_AFTER` measurements,
   and always 1 unless ``worker_speeds`` (for fleets of unlike workers).
@@ -46,6 +47,7 @@ RATIO_ALPHA = 0.05  # weight of a new measurement in a worker's speed ratio
 RATIO_AFTER = 30  # measurements of a worker before its ratio counts
 ITL_PENALTY_S = 1000.0  # added to the cost of a candidate that would break the ITL target
 ITL_MIN_SAMPLES = 50  # finished streams before the ITL guard acts
+VAR_CAP = 100.0  # a coefficient's variance never exceeds this many times the largest prior variance
 
 
 def features(queued_tokens: float, uncached: int, prompt_tokens: int, kv_fill: float, ahead: float = 0.0) -> Features:
@@ -69,6 +71,7 @@ class Rls:
         self.theta = list(seed)
         self._p = [[var[i] if i == j else 0.0 for j in range(n)] for i in range(n)]
         self._forget = forget
+        self._var_cap = VAR_CAP * max(var)
         self.updates = 0
 
     def predict(self, x: Sequence[float]) -> float:
@@ -83,8 +86,16 @@ class Rls:
         gain = [v / denom for v in px]
         err = y - self.predict(x)
         self.theta = [t + g * err for t, g in zip(self.theta, gain)]
-        # P = (P - gain px^T) / lam, kept symmetric
-        self._p = [[(p[i][j] - gain[i] * px[j]) / lam for j in range(n)] for i in range(n)]
+        # P = (P - gain px^T) / lam. Forgetting inflates the variance of a feature that stays 0 (no
+        # KV overflow yet) by 1/lam per update; capped, so its first non-zero sample cannot swing the fit.
+        new = [[(p[i][j] - gain[i] * px[j]) / lam for j in range(n)] for i in range(n)]
+        for i in range(n):
+            if new[i][i] > self._var_cap:
+                scale = (self._var_cap / new[i][i]) ** 0.5  # scale row and column i: stays positive definite
+                for j in range(n):
+                    new[i][j] *= scale
+                    new[j][i] *= scale
+        self._p = new
         self.updates += 1
 
 

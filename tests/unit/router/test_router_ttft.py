@@ -44,6 +44,17 @@ def test_rls_recovers_known_coefficients():
     assert model.theta == pytest.approx([0.01, 0.05, 0.002], abs=1e-4)
 
 
+def test_a_feature_unseen_for_long_does_not_swing_the_fit_on_its_first_sample():
+    model = Rls([0.01, 0.05, 0.0], prior_var=1.0, forget=0.995)
+    for i in range(3000):  # the third feature stays 0: its variance would grow by 1/0.995 per update
+        x = [1.0, (i % 10) / 2]
+        model.update([*x, 0.0], 0.01 + 0.05 * x[1])
+    before = list(model.theta)
+    model.update([1.0, 2.0, 0.01], 0.01 + 0.05 * 2.0 + 0.5)  # one noisy sample with it non-zero
+    assert model.theta[:2] == pytest.approx(before[:2], abs=0.02)
+    assert abs(model.theta[2]) < 5  # about 0.5 with the cap; about 50 (the whole error on it) without
+
+
 def test_seed_is_the_line_through_a_profile():
     seed = Seed.from_profile([(1000, 0.03), (2000, 0.05), (4000, 0.09)])
     assert (seed.base_s, seed.per_1k_tokens_s) == pytest.approx((0.01, 0.02))
