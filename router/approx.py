@@ -9,7 +9,7 @@ optionally caps each worker's entries, dropping the least recently routed first
 
 The learned blocks live in their own `KvIndex`, keyed by router hashes on both
 sides (there is no engine hash), so lookups are the same prefix walk as in
-``kv`` mode.
+``ttft`` and ``blocks`` modes.
 """
 
 from __future__ import annotations

@@ -13,10 +13,12 @@ Life cycle, all calls from one thread (the frontend's event loop):
   round-robin cursor and the generator), then the caller commits with
   `on_request_start(request_id, decision)` once it really sends the request,
   `on_prefill_done` at the first token, `on_request_finish` at the end (any
-  reason). In ``approx`` mode `on_request_start` is also what teaches the index.
+  reason). In ``approx`` mode `on_request_start` is also what teaches the index; in
+  ``ttft`` mode `on_prefill_done(measured=True)` and `on_request_finish(output_tokens)`
+  teach the TTFT and ITL models (`router.ttft`).
 
 Decisions report the chosen worker's cached prefix in tokens and the prompt's
-uncached length there: the inputs of the disaggregation step. In ``kv`` mode
+uncached length there: the inputs of the disaggregation step. In ``ttft``, ``blocks``
 and the three cache-blind modes they come from the event-fed index (zero when
 no events flow), in ``approx`` mode from the learned index.
 """
