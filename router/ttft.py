@@ -147,10 +147,6 @@ class TtftModel:
         self._seen: dict[str, tuple[int, float]] = {}  # per worker: measurements, mean measured / fleet-predicted
         self._pending: dict[str, _Pending] = {}
 
-    def predict(self, worker_id: str, x: Features) -> float:
-        """Predicted seconds to the first token on ``worker_id`` (never below 0)."""
-        return max(0.0, self.ratio.get(worker_id, 1.0) * self.ttft.predict(x))
-
     def predict_itl(self, kv_fill: float) -> float:
         """Predicted mean ITL at ``kv_fill``, held within the fills it was fitted on (no extrapolation)."""
         lo, hi = self.itl_fill_seen

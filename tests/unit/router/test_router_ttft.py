@@ -8,7 +8,7 @@ import pytest
 
 from dynamo_lite.protocol import RequestId, WorkerId
 from router import Router, RouterConfig, RouterMode, Seed
-from router.ttft import Rls
+from router.ttft import Rls, features
 
 BS = 16
 A, B, C = WorkerId("a"), WorkerId("b"), WorkerId("c")
@@ -122,33 +122,44 @@ def test_unmeasured_first_tokens_teach_nothing():
     assert r.ttft_model.ttft.updates == 0 and r.ttft_model.itl.updates == 0 and r.ttft_model.in_flight() == 0
 
 
-def test_a_busy_home_keeps_its_prefix_when_others_caches_are_full(engine_factory):
-    prefix = list(range(1600))  # 100 blocks held by A
-    r = make(capacity=200)
-    store(r, engine_factory, A, prefix)
-    busy = r.route(list(range(10_000, 10_000 + 2000)), [A])  # A has 2,000 tokens queued: more than its prefix
-    r.on_request_start(RequestId("busy"), busy)
-    # B and C free but empty: they compute the prefix again with no eviction, and win on queue alone.
-    assert r.route([*prefix, 1, 2], [A, B, C]).worker_id in (B, C)
-    # Now B and C are full of other blocks: a copy there evicts, and its price sends the request home.
-    store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))
-    store(r, engine_factory, C, list(range(60_000, 60_000 + 3200)))
-    d = r.route([*prefix, 1, 2], [A, B, C])
-    assert d.worker_id == A
-    others = [s for s in d.scores if s.worker_id != A]
-    assert all(s.ttft is not None and s.ttft.copy_s > 0 for s in others)
-    # With no price on copies, the same state replicates the prefix.
-    assert make_like(r, copy_weight=0.0, engine_factory=engine_factory).route([*prefix, 1, 2], [A, B, C]).worker_id != A
-
-
-def make_like(_: Router, copy_weight: float, engine_factory) -> Router:
-    """The state of the test above, in a router with another copy weight."""
+def busy_home(engine_factory, copy_weight: float = 1.0, others_full: bool = True) -> Router:
+    """A holds a 100-block prefix and has 2,000 tokens queued (more than the prefix); B and C are idle,
+    full of other blocks when ``others_full``."""
     r = make(capacity=200, copy_weight=copy_weight)
     store(r, engine_factory, A, list(range(1600)))
     r.on_request_start(RequestId("busy"), r.route(list(range(10_000, 10_000 + 2000)), [A]))
-    store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))
-    store(r, engine_factory, C, list(range(60_000, 60_000 + 3200)))
+    if others_full:
+        store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))
+        store(r, engine_factory, C, list(range(60_000, 60_000 + 3200)))
     return r
+
+
+def test_a_busy_home_keeps_its_prefix_when_others_caches_are_full(engine_factory):
+    prompt = [*range(1600), 1, 2]
+    # B and C empty: they compute the prefix again with no eviction, and win on queue alone.
+    assert busy_home(engine_factory, others_full=False).route(prompt, [A, B, C]).worker_id in (B, C)
+    # B and C full of other blocks: a copy there evicts, and its price sends the request home.
+    d = busy_home(engine_factory).route(prompt, [A, B, C])
+    assert d.worker_id == A
+    assert all(s.ttft is not None and s.ttft.copy_s > 0 for s in d.scores if s.worker_id != A)
+    # With no price on copies, the same state replicates the prefix.
+    assert busy_home(engine_factory, copy_weight=0.0).route(prompt, [A, B, C]).worker_id != A
+
+
+def test_the_inlined_scoring_matches_the_model(engine_factory):
+    """score_ttft inlines `features` and the model's dot product for speed: both must agree with them."""
+    r = busy_home(engine_factory)
+    rng = random.Random(2)
+    for i in range(40):  # teach it something, so every coefficient is non-zero
+        x = (1.0, rng.uniform(0, 5), rng.uniform(0, 4), rng.uniform(0, 3), rng.uniform(0, 0.5), rng.randint(0, 3))
+        r.ttft_model.ttft.update(x, 0.01 + 0.02 * x[1] + 0.005 * x[2] + 0.003 * x[3] + 0.1 * x[4] + 0.004 * x[5])
+    prompt = [*range(1600), 1, 2]
+    for s in r.route(prompt, [A, B, C]).scores:
+        load = r.load_of(s.worker_id)
+        uncached = len(prompt) - s.overlap_blocks * BS
+        x = features(load.prefill_tokens, uncached, len(prompt), s.ttft.kv_fill, load.prefilling)
+        assert s.ttft.x == pytest.approx(x)
+        assert s.ttft.predicted_s == pytest.approx(max(0.0, r.ttft_model.ttft.predict(x)))
 
 
 def test_a_hot_prefix_is_replicated_when_its_home_is_far_behind(engine_factory):
