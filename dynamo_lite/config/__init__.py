@@ -2,6 +2,7 @@
 
 - `schema`: `ClusterSpec` and its sections, `load_cluster_spec`, `parse_cluster_spec`;
 - `base`: the shared types (`Section`, `ConfigError`, URL and name types);
+- `frontend`: the `frontend:` section (router, disaggregation, admission, API keys);
 - `control`: NATS, etcd and the admin API; `deploy`: Kubernetes and Prometheus;
 - `errors`: turning pydantic's errors into "file:line: key.path: problem" lines.
 
@@ -25,19 +26,21 @@ from dynamo_lite.config.deploy import (
     ObservabilitySpec,
     PrometheusSpec,
 )
-from dynamo_lite.config.schema import (
+from dynamo_lite.config.frontend import (
     ApiKeysSpec,
-    ClusterSpec,
     DisaggregationSpec,
     FrontendSpec,
+    RouterMode,
+    RouterSpec,
+)
+from dynamo_lite.config.schema import (
+    ClusterSpec,
     KvTransferSpec,
     MockEngineSpec,
     ModelSpec,
     PlannerSpec,
     PoolLimits,
     PoolSpec,
-    RouterMode,
-    RouterSpec,
     VllmEngineSpec,
     load_cluster_spec,
     parse_cluster_spec,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,50 +16,17 @@ import zmq
 import zmq.asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
-from dynamo_lite.engines.mock import KvEventsConfig, KvTransferConfig, MockEngineArgs, engine_command
+from dynamo_lite.engines.mock import KvEventsConfig, KvTransferConfig, MockEngineArgs
 from dynamo_lite.engines.mock.server import build_app
+from dynamo_lite.infra import free_port
 from dynamo_lite.protocol import BlockStored, KvEventBatch
+from tests.integration.mock_engine_process import mock_engine
 from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
 BS = 16
 PROMPT = list(range(1000, 1000 + 5 * BS + 3))  # five full blocks and a partial one
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.asynccontextmanager
-async def mock_engine(args: MockEngineArgs, log: Path) -> AsyncIterator[str]:
-    """Start `python -m dynamo_lite.engines.mock`, wait for /health, SIGTERM it at the end."""
-    with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(*engine_command(args), stdout=out, stderr=out)
-    url = f"http://127.0.0.1:{args.port}"
-    try:
-        async with aiohttp.ClientSession() as http:
-            async def healthy() -> bool:
-                if proc.returncode is not None:
-                    raise RuntimeError(f"mock engine exited: {log.read_text()}")
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"{url}/health") as r:
-                        return r.status == 200
-                return False
-
-            await eventually_async(healthy, timeout=10, interval=0.05, what=f"the mock engine healthy on {url}")
-        yield url
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                rc = await asyncio.wait_for(proc.wait(), 5)
-            except TimeoutError:
-                proc.kill()
-                raise
-            assert rc == 0, log.read_text()
 
 
 def engine_args(role: str, events_port: int, **kw: object) -> MockEngineArgs:

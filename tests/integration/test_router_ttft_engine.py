@@ -20,9 +20,10 @@ import aiohttp
 import pytest
 
 from dynamo_lite.engines.mock import MockEngineArgs
+from dynamo_lite.infra import free_port
 from dynamo_lite.protocol import RequestId, WorkerId
 from router import Router, RouterConfig, RouterMode
-from tests.integration.test_mock_engine import free_port, mock_engine
+from tests.integration.mock_engine_process import mock_engine
 
 pytestmark = pytest.mark.integration
 
