@@ -10,20 +10,28 @@ its arrival times warped by `--profile` (benchmarks/rate_profile.py), under:
 - planners within the same budget, starting at `--planner-start`, on a
   virtual clock, new workers serving after `--startup-s`: the SLA planner with
   conditional P/D and each load predictor (`kalman`; `seasonal`, told the
-  profile's period; `last`: no prediction), and the reactive load planner.
+  profile's period; `last`: no prediction), and the reactive load planner;
+- a clairvoyant reference: aggregated workers sized from the profile's true
+  multiplier m(t), ceil(k * m + base), asked for one start-up ahead and
+  removed only when the multiplier up to the next decision fits fewer; a grid
+  of (k, base). No real planner knows m(t): its frontier is what a perfect
+  forecast buys for given replica-seconds with this family of sizing rules.
 Goodput: requests per second (over the slice) whose TTFT and mean ITL meet the
 targets; attainment: their share of all requests (unfinished ones fail).
 Replica-seconds: per worker, from being asked for to being stopped (drained).
 
-    .venv/bin/python benchmarks/planner_sim.py     # sine, step and burst train: ~10-15 min on 2 cores
+    .venv/bin/python benchmarks/planner_sim.py     # sine, step and burst train: ~40 min on 2 cores
     .venv/bin/python benchmarks/planner_sim.py --profiles sine:period=240,amplitude=0.6 --budget 8
-Writes benchmarks/results/planner_sim.json and planner_sim_<profile>.png.
+    .venv/bin/python benchmarks/planner_sim.py --from-json benchmarks/results/planner_sim.json  # re-render
+Writes benchmarks/results/planner_sim.json, planner_sim_<profile>.png (replicas over time) and
+planner_sim_<profile>_frontier.png (attainment against replica-seconds, every run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import sys
 import time
@@ -35,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
-from benchmarks.planner_sim_report import plot, print_table, summarise, sweep_table, verdict  # noqa: E402
+from benchmarks.planner_sim_report import plot, plot_frontier, print_table, summarise, sweep_table, verdict  # noqa: E402,E501
 from benchmarks.rate_profile import RateProfile  # noqa: E402
 from dynamo_lite.config.schema import DisaggregationSpec  # noqa: E402
 from dynamo_lite.frontend.disagg import DisaggPolicy  # noqa: E402
@@ -52,16 +60,18 @@ CONDITIONAL = DisaggPolicy(DisaggregationSpec().max_local_prefill_tokens, Disagg
 @dataclass(frozen=True)
 class Run:
     name: str
-    kind: str  # "aggregated", "disaggregated", "conditional" (static) or "planner"
+    kind: str  # "aggregated", "disaggregated", "conditional" (static), "planner" or "clairvoyant"
     prefill: int = 0
     decode: int = 0  # decode workers, or aggregated ones
     policy: str = ""  # planners: "sla" or "load"
     predictor: str = ""  # sla planner: "kalman", "seasonal", "last"
     aggregated: bool = False  # planner: scale aggregated workers only (no prefill pool)
+    k: float = 0.0  # clairvoyant: workers per unit of the rate multiplier
+    base: float = 0.0  # clairvoyant: workers added to that
 
     @property
     def static(self) -> bool:
-        return self.kind != "planner"
+        return self.kind not in ("planner", "clairvoyant")
 
 
 def load_trace(args: argparse.Namespace, profile: RateProfile) -> list[Request]:
@@ -102,6 +112,12 @@ def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Pl
     return Planner(LoadPolicy(LoadPolicyConfig()), limits, VirtualClock())
 
 
+def clairvoyant_size(run: Run, profile: RateProfile, t: float, ahead_s: float, budget: int) -> int:
+    """Workers for the highest true multiplier over [t, t + ahead_s] (1 s steps), within 1..budget."""
+    m = max(profile.multiplier(t + d) for d in range(int(ahead_s) + 1))
+    return max(1, min(budget, math.ceil(run.k * m + run.base - 1e-9)))
+
+
 def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     run, args, profile_text = item
     started = time.monotonic()
@@ -113,6 +129,8 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     if run.static:
         agg = run.kind == "aggregated"
         fleet = Fleet(config, prefill=run.prefill, decode=0 if agg else run.decode, aggregated=run.decode if agg else 0)
+    elif run.kind == "clairvoyant":
+        fleet = Fleet(config, aggregated=clairvoyant_size(run, profile, 0.0, args.startup_s, args.budget))
     else:
         p0, d0 = (int(x) for x in args.planner_start.split(":"))
         fleet = Fleet(config, aggregated=p0 + d0) if run.aggregated else Fleet(config, prefill=p0, decode=d0)
@@ -125,6 +143,14 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
         t += args.interval_s
         fleet.run_until(t)
         obs = fleet.observe()
+        if run.kind == "clairvoyant":  # a worker asked for now serves from t + startup until the next decision
+            up = keep = 1  # after the last arrival: drain to one
+            if t < horizon:
+                up = clairvoyant_size(run, profile, t + args.startup_s, args.interval_s, args.budget)
+                keep = clairvoyant_size(run, profile, t, args.startup_s + args.interval_s, args.budget)
+            n = fleet.replicas().decode
+            if up > n or keep < n:
+                fleet.scale(Pool.DECODE, up if up > n else keep)
         if planner is not None:
             planner.clock.set(t)  # type: ignore[attr-defined]
             decision = planner.tick(obs, fleet.replicas())
@@ -151,7 +177,15 @@ def runs(args: argparse.Namespace) -> list[Run]:
                 for p in args.predictors.split(",")]
     planners.append(Run("SLA planner (seasonal), aggregated", "planner", policy="sla", predictor="seasonal",
                         aggregated=True))
-    return planners + [Run("load planner (reactive), disagg", "planner", policy="load")] + out
+    planners.append(Run("load planner (reactive), disagg", "planner", policy="load"))
+    return planners + out
+
+
+def clairvoyant_runs(args: argparse.Namespace, profile: RateProfile) -> list[Run]:
+    """The grid: k from half to all of the budget at the profile's peak multiplier, with base 0 and 1."""
+    peak = max(profile.multiplier(t) for t in range(0, int(args.duration_s) + 1))
+    grid = [(round(args.budget * s / peak, 2), base) for s in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0) for base in (0, 1)]
+    return [Run(f"clairvoyant {k:g}m+{base}", "clairvoyant", k=k, base=base) for k, base in grid]
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -180,21 +214,40 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tail-s", type=float, default=120.0, help="simulate this long after the last arrival at most")
     p.add_argument("--planners-only", action="store_true", help="skip the static sweep (for tuning; no verdict)")
     p.add_argument("--jobs", type=int, default=2, help="simulations run in parallel")
+    p.add_argument("--from-json", type=Path, default=None, help="no simulation: render the tables, checks and "
+                   "plots again from an earlier run's results file (its settings and profiles)")
     p.add_argument("--out", type=Path, default=RESULTS / "planner_sim.json")
     return p.parse_args(argv)
+
+
+def simulate_all(args: argparse.Namespace, profiles: list[str]) -> list[dict]:
+    todo = [r for r in runs(args) if not (args.planners_only and r.static)]
+    seer = (lambda p: []) if args.planners_only else (lambda p: clairvoyant_runs(args, RateProfile.parse(p)))
+    items = [(r, args, p) for p in profiles for r in todo + seer(p)
+             if not (r.predictor == "seasonal" and RateProfile.parse(p).kind in ("flat", "step"))]
+    print(f"{len(items)} simulations over {len(profiles)} profiles, {args.jobs} at a time", flush=True)
+    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+        return pool.map(simulate, items, chunksize=1)
+
+
+def rendered_again(args: argparse.Namespace) -> tuple[list[dict], dict, list[str]]:
+    """An earlier run's results, settings and profiles; its targets and start-up replace the options'."""
+    old = json.loads(args.from_json.read_text())
+    for key in ("ttft_ms", "itl_ms", "startup_s", "planners_only"):
+        setattr(args, key, old["settings"][key])
+    profiles = list(old["profiles"])
+    return [r for p in profiles for r in old["profiles"][p]["results"]], old["settings"], profiles
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     profiles = [p.strip() for p in args.profiles.split(";") if p.strip()]
-    todo = [r for r in runs(args) if not (args.planners_only and r.static)]
     started = time.monotonic()
-    print(f"{len(todo)} simulations x {len(profiles)} profiles, {args.jobs} at a time", flush=True)
-    with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-        items = [(r, args, p) for p in profiles for r in todo if not (r.predictor == "seasonal" and
-                                                                      RateProfile.parse(p).kind in ("flat", "step"))]
-        flat = pool.map(simulate, items, chunksize=1)
-    report = {"settings": recorded_args(args), "profiles": {}}
+    if args.from_json is not None:
+        flat, settings, profiles = rendered_again(args)
+    else:
+        flat, settings = simulate_all(args, profiles), recorded_args(args)
+    report = {"settings": settings, "profiles": {}}
     for prof in profiles:
         results = [r for r in flat if r["profile"] == prof]
         described = RateProfile.parse(prof).describe()
@@ -207,11 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         for line in checks:
             print("  " + line)
         png = args.out.with_name(f"planner_sim_{RateProfile.parse(prof).kind}.png")
-        plot([r for r in results if not r["static"]], table, png, f"{described}; TTFT <= {args.ttft_ms:.0f} ms, "
-             f"ITL <= {args.itl_ms:.0f} ms; workers start in {args.startup_s:.0f} s")
+        title = f"{described}; TTFT <= {args.ttft_ms:.0f} ms, ITL <= {args.itl_ms:.0f} ms; workers start in " \
+                f"{args.startup_s:.0f} s"
+        plot([r for r in results if r["kind"] == "planner"], table, png, title)
+        frontier_png = png.with_name(png.stem + "_frontier.png")
+        if not args.planners_only:
+            plot_frontier(results, frontier_png, title)
         report["profiles"][prof] = {"describe": described, "table": table, "checks": checks, "sweep": sweep,
                                     "results": results,
-                                    "plot": png.name}
+                                    "plot": png.name, "frontier_plot": frontier_png.name}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"\nwrote {args.out} in {time.monotonic() - started:.0f} s")

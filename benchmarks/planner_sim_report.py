@@ -41,7 +41,7 @@ def _best(rows: list[Result]) -> Result | None:
 def verdict(results: list[Result]) -> tuple[list[dict[str, Any]], list[str]]:
     """The table rows (planners, then the static fleets they are compared with) and the done-when checks."""
     static = [r for r in results if r["static"]]
-    planners = [r for r in results if not r["static"]]
+    planners = [r for r in results if r["kind"] == "planner"]
     rows, checks, seen = [], [], set()
 
     def row(r: Result, note: str) -> None:
@@ -80,7 +80,41 @@ def verdict(results: list[Result]) -> tuple[list[dict[str, Any]], list[str]]:
             parts.append("no static fleet reaches its attainment")
         parts.append(f"smallest static reaching it: {smallest['name'] if smallest else 'none'}")
         checks.append("; ".join(parts))
+    seer = [r for r in results if r["kind"] == "clairvoyant"]
+    full = _best([s for s in static if s["size"] == max((x["size"] for x in static), default=0)])
+    if seer and full is not None:
+        line, within, reach = clairvoyant_check(seer, static, full)
+        checks.append(line)
+        for r, note in ((within, "clairvoyant: most attainment within 0.7x"), (reach, "clairvoyant: cheapest at "
+                        f"{full['name']}'s attainment")):
+            if r is not None:
+                row(r, note)
     return rows, checks
+
+
+def clairvoyant_check(seer: list[Result], static: list[Result], full: Result,
+                      ) -> tuple[str, Result | None, Result | None]:  # fmt: skip
+    """What the clairvoyant frontier says about the targets against the full-size static fleet `full`: its best
+    attainment within 0.7x of `full`'s replica-seconds, its cheapest run reaching `full`'s attainment, and its
+    best good requests per replica-hour over the best static fleet's at equal or better attainment."""
+    within = _best([r for r in seer if r["replica_seconds"] <= 0.7 * full["replica_seconds"]])
+    reaching = [r for r in seer if r["attainment"] >= full["attainment"]]
+    reach = min(reaching, key=lambda r: r["replica_seconds"]) if reaching else None
+    line = (f"clairvoyant reference (knows the true rate, aggregated) against {full['name']} "
+            f"({full['attainment']:.1%}, {full['replica_seconds']:.0f} replica-s): ")
+    line += (f"within 0.7x of its replica-s at most {within['attainment']:.1%} ({within['name']})"
+             if within else "no run within 0.7x of its replica-s")
+    line += (f"; reaching its attainment takes x{reach['replica_seconds'] / full['replica_seconds']:.2f} "
+             f"({reach['name']})" if reach else "; no run reaches its attainment")
+    ratios = []
+    for r in seer:
+        rivals = [s["good_per_replica_hour"] for s in static if s["attainment"] >= r["attainment"]]
+        if rivals and max(rivals) > 0:
+            ratios.append((r["good_per_replica_hour"] / max(rivals), r["name"]))
+    if ratios:
+        g, name = max(ratios)
+        line += f"; good/replica-h at most x{g:.2f} the best static at >= its attainment ({name})"
+    return line, within, reach
 
 
 def sweep_table(results: list[Result]) -> list[tuple[int, str, str, str]]:
@@ -101,6 +135,47 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         print(f"{r['name']:<36}{r['goodput_rps']:>9.2f}{r['attainment']:>8.1%}{r['replica_seconds']:>10.0f}"
               f"{r['good_per_replica_hour']:>11.0f}{r['ttft_p90_s'] or 0:>8.2f}s{r['peak']:>5}  {r['note']}")
+
+
+def plot_frontier(results: list[Result], path: Any, title: str) -> None:
+    """Attainment against replica-seconds: every static fleet, the clairvoyant frontier, the planners, and the
+    region the targets ask for (at least the full static fleet's attainment on at most 0.7x its replica-s)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6))
+    marks = {"aggregated": "s", "disaggregated": "v", "conditional": "^"}
+    for kind, mark in marks.items():
+        rs = [r for r in results if r["kind"] == kind]
+        ax.scatter([r["replica_seconds"] for r in rs], [r["attainment"] * 100 for r in rs], marker=mark, s=14,
+                   color="gray", alpha=0.6, label=f"static {kind}")
+    seer = sorted((r for r in results if r["kind"] == "clairvoyant"), key=lambda r: r["replica_seconds"])
+    frontier, top = [], -1.0
+    for r in seer:
+        if r["attainment"] > top:
+            frontier.append(r)
+            top = r["attainment"]
+    ax.plot([r["replica_seconds"] for r in frontier], [r["attainment"] * 100 for r in frontier], "k.-", lw=1,
+            label="clairvoyant (knows the true rate): frontier")
+    for r, color in zip((r for r in results if r["kind"] == "planner"), ("tab:blue", "tab:orange", "tab:green",
+                                                                          "tab:red", "tab:purple")):
+        ax.scatter([r["replica_seconds"]], [r["attainment"] * 100], s=60, color=color, label=r["name"], zorder=3)
+    static = [r for r in results if r["static"]]
+    full = _best([s for s in static if s["size"] == max((x["size"] for x in static), default=0)])
+    if full is not None:
+        ax.fill_between([0, 0.7 * full["replica_seconds"]], full["attainment"] * 100, 100, color="tab:green",
+                        alpha=0.12, label=f"target: >= {full['name']}'s attainment on <= 0.7x its replica-s")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=max(0.0, min(r["attainment"] * 100 for r in results) - 5), top=100)
+    ax.set_xlabel("replica-seconds")
+    ax.set_ylabel("SLO attainment, %")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"{title}\nevery run within the budget; clairvoyant: ceil(k x m(t) + base) workers", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def plot(planners: list[Result], rows: list[dict[str, Any]], path: Any, title: str) -> None:
