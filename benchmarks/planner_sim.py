@@ -53,6 +53,7 @@ from planner import (  # noqa: E402
 )  # fmt: skip
 from planner.predict import KalmanPredictor, LastValue, Predictor, SeasonalConfig, SeasonalPredictor  # noqa: E402
 from planner_sim_fleet import ALWAYS_REMOTE, TRACE_BLOCK, Fleet, FleetConfig, Request  # noqa: E402
+from router.ttft import Seed  # noqa: E402
 
 CONDITIONAL = DisaggPolicy(DisaggregationSpec().max_local_prefill_tokens, DisaggregationSpec().max_prefill_queue)
 
@@ -124,7 +125,9 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     profile = RateProfile.parse(profile_text)
     reqs = load_trace(args, profile)
     disagg = ALWAYS_REMOTE if run.kind in ("disaggregated",) or run.policy == "load" else CONDITIONAL
-    config = FleetConfig(startup_s=args.startup_s, disagg=disagg, speedup=args.speedup)
+    seed = Seed.from_profile([(p.isl, p.ttft_s) for p in EngineProfile.load().prefill])  # as the frontend seeds it
+    config = FleetConfig(startup_s=args.startup_s, disagg=disagg, speedup=args.speedup, router=args.router,
+                         ttft_seed=seed, itl_target_s=args.itl_ms / 1000)
     planner = None
     if run.static:
         agg = run.kind == "aggregated"
@@ -201,6 +204,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-isl", type=int, default=65536, help="clamp prompts to this many tokens")
     p.add_argument("--max-output", type=int, default=0, help="cap output tokens (0: none)")
     p.add_argument("--speedup", type=float, default=1.0, help="mock speedup_ratio (engine s per wall s)")
+    p.add_argument("--router", choices=("ttft", "blocks"), default="ttft", help="the router's cost: ttft (cluster.yaml's "
+                   "default: predicted TTFT, learnt online) or blocks (Dynamo's formula)")
     p.add_argument("--ttft-ms", type=float, default=2000.0, help="TTFT target")
     p.add_argument("--itl-ms", type=float, default=50.0, help="ITL target (mean per request)")
     p.add_argument("--budget", type=int, default=8, help="most workers: planners' budget, static fleets' largest")

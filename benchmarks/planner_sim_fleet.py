@@ -5,8 +5,13 @@ Each worker is the mock engine's pure core (`Scheduler` over a `BlockPool`, one
 worker does, only without sockets and wall-clock pacing. Around them, what the
 cluster does, in the frontend's order:
 - route: a request goes to the aggregated or decode worker of lowest router
-  cost (prompt blocks still to compute there + blocks in use: the router's
-  formula, with a perfect index read from each worker's cache);
+  cost, with a perfect index read from each worker's cache. `router="ttft"`
+  (cluster.yaml's default): the router's own ttft cost (`router.cost.score_ttft`:
+  predicted TTFT + copy price, with the ITL guard), its `TtftModel` seeded
+  from the engine profile and learning online from the simulated first tokens
+  as the frontend teaches it (local prefills only); the load each candidate
+  reports is read from its scheduler. `router="blocks"`: Dynamo's formula
+  (prompt blocks still to compute there + blocks in use + blocks waiting);
 - decide where prefill runs: the frontend's own function
   (`dynamo_lite.frontend.disagg.decide`) on the chosen worker's role, the live
   prefill workers, the uncached tokens there and the prefill queue's depth.
@@ -35,6 +40,9 @@ from dynamo_lite.engines.mock.timing import RooflineTiming
 from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide, decide_before_queue
 from dynamo_lite.protocol import Role
 from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
+from router.cost import score_ttft
+from router.load import LoadView
+from router.ttft import Seed, TtftModel
 
 TRACE_BLOCK = 512  # tokens per Mooncake hash id
 ALWAYS_REMOTE = DisaggPolicy(max_local_prefill_tokens=-1, max_prefill_queue=1 << 30)  # plain disaggregation
@@ -81,6 +89,10 @@ class FleetConfig:
     prefill_concurrency: int = 4  # prefill jobs one prefill worker runs at once (the agent's)
     disagg: DisaggPolicy = ALWAYS_REMOTE  # the frontend's conditional-disaggregation settings
     speedup: float = 1.0  # the mock's speedup_ratio: engine seconds per wall second (to predict a live run)
+    router: str = "ttft"  # "ttft": the router's ttft cost and learnt model; "blocks": Dynamo's formula
+    ttft_seed: Seed = field(default_factory=Seed)  # ttft: where the model starts (the engine profile's line)
+    itl_target_s: float = 0.0  # ttft: the ITL guard's target (0: no guard)
+    copy_weight: float = 1.0  # ttft: the copy price's weight (RouterConfig's default)
 
 
 class Fleet:
@@ -99,6 +111,7 @@ class Fleet:
         self._arrivals: list[Request] = []  # arrived since the last observe()
         self._last_observe = 0.0
         self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
+        self.ttft_model = TtftModel(config.ttft_seed)
         for role, n in ((Role.PREFILL, prefill), (Role.DECODE, decode), (Role.AGGREGATED, aggregated)):
             for _ in range(n):
                 self._add(role, ready_at=0.0)
@@ -172,13 +185,15 @@ class Fleet:
         if not candidates:  # nothing serving: wait for the first worker to come up
             self.at(self.now + 1.0, "retry_route", req)
             return
-        w = min(candidates, key=lambda c: (self._cost(c, req), c.wid))
+        w = self._ttft_pick(candidates, req) if self.config.router == "ttft" else \
+            min(candidates, key=lambda c: (self._cost(c, req), c.wid))
         req.worker = w
         uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
         prefill_workers = len(self.live(Role.PREFILL))
         req.eligible = decide_before_queue(w.role, prefill_workers, uncached, self.config.disagg) is None
         req.reason = decide(w.role, prefill_workers, uncached, len(self.queue), self.config.disagg)
         if req.reason is Reason.REMOTE:
+            self.ttft_model.first_token(str(req.rid), self.now, measured=False)  # as the frontend: not learnt
             self.queue.append(req)
             # Every idle slot of every prefill worker has a pull waiting; the least busy worker's is served first.
             for p in sorted(self.live(Role.PREFILL), key=lambda p: (self._in_hand(p), p.wid)):
@@ -209,6 +224,28 @@ class Fleet:
         hits = len(w.sched.pool.lookup_prefix(req.hashes))
         waiting = sum(len(s.prompt) for s in w.sched.waiting) // self.config.sched.block_size
         return (len(req.hashes) - hits) + w.sched.pool.num_used_blocks + waiting
+
+    def _ttft_pick(self, candidates: list[Worker], req: Request) -> Worker:
+        """The router's ttft choice: lowest predicted TTFT + copy price (+ the ITL guard's penalty)."""
+        bs = self.config.sched.block_size
+        ids = [str(c.wid) for c in candidates]
+        overlaps = {str(c.wid): len(c.sched.pool.lookup_prefix(req.hashes)) for c in candidates}
+        loads = [self._load(c) for c in candidates]
+        scores = score_ttft(ids, overlaps, loads, [c.sched.pool.num_blocks for c in candidates],
+                            [c.sched.pool.num_cached_blocks for c in candidates], req.isl, bs, self.ttft_model,
+                            self.config.copy_weight, self.config.itl_target_s)
+        i = min(range(len(scores)), key=lambda j: (scores[j].cost, candidates[j].wid))
+        terms = scores[i].ttft
+        assert terms is not None
+        self.ttft_model.sent(str(req.rid), ids[i], terms.x, terms.kv_fill, self.now)
+        return candidates[i]
+
+    def _load(self, w: Worker) -> LoadView:
+        """What a worker's load report and the router's in-flight count would say: prompt tokens it still has
+        to compute, KV blocks in use, requests in hand, and those still prefilling."""
+        todo = [len(q.prompt) - q.num_computed for q in (*w.sched.waiting, *w.sched.running)
+                if q.remote_kv is None and q.num_computed < len(q.prompt)]
+        return LoadView(float(sum(todo)), float(w.sched.pool.num_used_blocks), self._in_hand(w), float(len(todo)))
 
     def _decode_after_prefill(self, req: Request) -> None:
         w = req.worker
@@ -267,6 +304,8 @@ class Fleet:
         req.done_at = self.now
         n = len(seq.output)
         req.itl_s = (seq.last_token_at - seq.first_token_at) / (n - 1) if n > 1 else 0.0
+        self.ttft_model.first_token(str(req.rid), seq.first_token_at, measured=True)  # a no-op once not measured
+        self.ttft_model.finished(str(req.rid), seq.last_token_at, n)
         self.finished.append(req)
         self._window.append(req)
 

@@ -1,5 +1,5 @@
 """Rate profiles warp arrival times (benchmarks/rate_profile.py), and the planner simulation's fleet routes
-with the frontend's own disaggregation decision (benchmarks/planner_sim_fleet.py)."""
+with the frontend's own disaggregation decision and the router's ttft cost (benchmarks/planner_sim_fleet.py)."""
 
 from __future__ import annotations
 
@@ -73,3 +73,29 @@ def test_the_simulated_fleet_calls_the_frontends_decision(monkeypatch):
     assert short.done_at is not None and long.done_at is not None
     obs = fleet.observe()
     assert obs.traffic is not None and obs.traffic.remote_share == 0.5 and not math.isnan(obs.traffic.request_rate)
+
+
+def test_the_simulated_fleet_routes_with_the_routers_ttft_cost_and_teaches_its_model(monkeypatch):
+    import planner_sim_fleet as sim
+
+    calls = []
+    real = sim.score_ttft
+
+    def spy(*a, **k):  # the router's own cost, not a copy of it
+        calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(sim, "score_ttft", spy)
+    fleet = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8), router="ttft"), aggregated=2)
+    busy = sim.Request(0, 0.0, 8192, 4, list(range(512)))  # a long prefill on one worker ...
+    short = sim.Request(1, 0.001, 256, 4, [1000 + i for i in range(16)])  # ... so the next goes to the other
+    for r in (busy, short):
+        fleet.at(r.arrival, "arrival", r)
+    fleet.run_until(30)
+    assert len(calls) == 2 and busy.worker is not short.worker
+    assert busy.done_at is not None and short.done_at is not None
+    assert fleet.ttft_model.ttft.updates == 2  # both first tokens (local prefills) were learnt
+    blocks = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8), router="blocks"), aggregated=2)
+    blocks.at(0.0, "arrival", sim.Request(2, 0.0, 256, 4, []))
+    blocks.run_until(5)
+    assert len(calls) == 2  # the blocks formula does not call it
