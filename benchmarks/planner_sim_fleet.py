@@ -241,8 +241,9 @@ class Fleet:
         return candidates[i]
 
     def _load(self, w: Worker) -> LoadView:
-        """What a worker's load report and the router's in-flight count would say: prompt tokens it still has
-        to compute, KV blocks in use, requests in hand, and those still prefilling."""
+        """What a worker's load report and the router's in-flight count would say: prompt tokens not computed
+        yet (a waiting prompt's cached prefix included: it is found only on admission), KV blocks in use,
+        requests in hand, and those still prefilling."""
         todo = [len(q.prompt) - q.num_computed for q in (*w.sched.waiting, *w.sched.running)
                 if q.remote_kv is None and q.num_computed < len(q.prompt)]
         return LoadView(float(sum(todo)), float(w.sched.pool.num_used_blocks), self._in_hand(w), float(len(todo)))
