@@ -9,8 +9,9 @@ its arrival times warped by `--profile` (benchmarks/rate_profile.py), under:
   backed-up queue prefill on the decode worker);
 - planners within the same budget, starting at `--planner-start`, on a
   virtual clock, new workers serving after `--startup-s`: the SLA planner with
-  conditional P/D and each load predictor (`kalman`; `seasonal`, told the
-  profile's period; `last`: no prediction), and the reactive load planner;
+  conditional P/D, and with aggregated workers only, for each load predictor
+  (`kalman`; `seasonal`, told the profile's period; `last`: no prediction),
+  and the reactive load planner;
 - a clairvoyant reference: aggregated workers sized from the profile's true
   multiplier m(t), ceil(k * m + base), asked for one start-up ahead and
   removed only when the multiplier up to the next decision fits fewer; a grid
@@ -176,10 +177,10 @@ def runs(args: argparse.Namespace) -> list[Run]:
         for p in range(1, n):
             out.append(Run(f"disagg {p}P:{n - p}D", "disaggregated", p, n - p))
             out.append(Run(f"conditional {p}P:{n - p}D", "conditional", p, n - p))
-    planners = [Run(f"SLA planner ({p}), conditional P/D", "planner", policy="sla", predictor=p)
-                for p in args.predictors.split(",")]
-    planners.append(Run("SLA planner (seasonal), aggregated", "planner", policy="sla", predictor="seasonal",
-                        aggregated=True))
+    predictors = args.predictors.split(",")
+    planners = [Run(f"SLA planner ({p}), conditional P/D", "planner", policy="sla", predictor=p) for p in predictors]
+    planners += [Run(f"SLA planner ({p}), aggregated", "planner", policy="sla", predictor=p, aggregated=True)
+                 for p in predictors]
     planners.append(Run("load planner (reactive), disagg", "planner", policy="load"))
     return planners + out
 
@@ -204,8 +205,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-isl", type=int, default=65536, help="clamp prompts to this many tokens")
     p.add_argument("--max-output", type=int, default=0, help="cap output tokens (0: none)")
     p.add_argument("--speedup", type=float, default=1.0, help="mock speedup_ratio (engine s per wall s)")
-    p.add_argument("--router", choices=("ttft", "blocks"), default="ttft", help="the router's cost: ttft (cluster.yaml's "
-                   "default: predicted TTFT, learnt online) or blocks (Dynamo's formula)")
+    p.add_argument("--router", choices=("ttft", "blocks"), default="ttft", help="the router's cost: ttft "
+                   "(cluster.yaml's default: predicted TTFT, learnt online) or blocks (Dynamo's formula)")
     p.add_argument("--ttft-ms", type=float, default=2000.0, help="TTFT target")
     p.add_argument("--itl-ms", type=float, default=50.0, help="ITL target (mean per request)")
     p.add_argument("--budget", type=int, default=8, help="most workers: planners' budget, static fleets' largest")

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 Result = dict[str, Any]  # one simulation's summary, as written to the JSON
+COLORS = tuple(f"C{i}" for i in range(10))  # matplotlib's default cycle: one per planner
 
 
 def summarise(run: Any, args: argparse.Namespace, reqs: list, fleet: Any, end: float, horizon: float,
@@ -145,7 +146,7 @@ def plot_frontier(results: list[Result], path: Any, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(11, 6))
     marks = {"aggregated": "s", "disaggregated": "v", "conditional": "^"}
     for kind, mark in marks.items():
         rs = [r for r in results if r["kind"] == kind]
@@ -159,8 +160,7 @@ def plot_frontier(results: list[Result], path: Any, title: str) -> None:
             top = r["attainment"]
     ax.plot([r["replica_seconds"] for r in frontier], [r["attainment"] * 100 for r in frontier], "k.-", lw=1,
             label="clairvoyant (knows the true rate): frontier")
-    for r, color in zip((r for r in results if r["kind"] == "planner"), ("tab:blue", "tab:orange", "tab:green",
-                                                                          "tab:red", "tab:purple")):
+    for r, color in zip((r for r in results if r["kind"] == "planner"), COLORS):
         ax.scatter([r["replica_seconds"]], [r["attainment"] * 100], s=60, color=color, label=r["name"], zorder=3)
     static = [r for r in results if r["static"]]
     full = _best([s for s in static if s["size"] == max((x["size"] for x in static), default=0)])
@@ -168,10 +168,11 @@ def plot_frontier(results: list[Result], path: Any, title: str) -> None:
         ax.fill_between([0, 0.7 * full["replica_seconds"]], full["attainment"] * 100, 100, color="tab:green",
                         alpha=0.12, label=f"target: >= {full['name']}'s attainment on <= 0.7x its replica-s")
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=max(0.0, min(r["attainment"] * 100 for r in results) - 5), top=100)
+    shown = [r["attainment"] for r in results if r["kind"] == "planner"] + [r["attainment"] for r in frontier]
+    ax.set_ylim(bottom=max(0.0, min(shown, default=0.0) * 100 - 10), top=100)  # fleets far below: off the plot
     ax.set_xlabel("replica-seconds")
     ax.set_ylabel("SLO attainment, %")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(f"{title}\nevery run within the budget; clairvoyant: ceil(k x m(t) + base) workers", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -185,8 +186,7 @@ def plot(planners: list[Result], rows: list[dict[str, Any]], path: Any, title: s
     import matplotlib.pyplot as plt
 
     fig, (ax_r, ax_l) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
-    colors = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
-    for r, color in zip(planners, colors):
+    for r, color in zip(planners, COLORS):
         ts = [s["t"] for s in r["series"]]
         ax_r.step(ts, [s["prefill"] + s["decode"] for s in r["series"]], where="post", color=color,
                   label=f"{r['name']}: total ({r['attainment']:.0%} good, {r['replica_seconds']:.0f} replica-s)")
