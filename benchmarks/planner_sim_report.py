@@ -39,6 +39,11 @@ def _best(rows: list[Result]) -> Result | None:
     return max(rows, key=lambda r: (r["attainment"], -r["replica_seconds"])) if rows else None
 
 
+def _largest(static: list[Result]) -> Result | None:
+    """The best static fleet of the largest size (the budget): what the clairvoyant is held against."""
+    return _best([s for s in static if s["size"] == max((x["size"] for x in static), default=0)])
+
+
 def verdict(results: list[Result]) -> tuple[list[dict[str, Any]], list[str]]:
     """The table rows (planners, then the static fleets they are compared with) and the done-when checks."""
     static = [r for r in results if r["static"]]
@@ -82,7 +87,7 @@ def verdict(results: list[Result]) -> tuple[list[dict[str, Any]], list[str]]:
         parts.append(f"smallest static reaching it: {smallest['name'] if smallest else 'none'}")
         checks.append("; ".join(parts))
     seer = [r for r in results if r["kind"] == "clairvoyant"]
-    full = _best([s for s in static if s["size"] == max((x["size"] for x in static), default=0)])
+    full = _largest(static)
     if seer and full is not None:
         line, within, reach = clairvoyant_check(seer, static, full)
         checks.append(line)
@@ -163,7 +168,7 @@ def plot_frontier(results: list[Result], path: Any, title: str) -> None:
     for r, color in zip((r for r in results if r["kind"] == "planner"), COLORS):
         ax.scatter([r["replica_seconds"]], [r["attainment"] * 100], s=60, color=color, label=r["name"], zorder=3)
     static = [r for r in results if r["static"]]
-    full = _best([s for s in static if s["size"] == max((x["size"] for x in static), default=0)])
+    full = _largest(static)
     if full is not None:
         ax.fill_between([0, 0.7 * full["replica_seconds"]], full["attainment"] * 100, 100, color="tab:green",
                         alpha=0.12, label=f"target: >= {full['name']}'s attainment on <= 0.7x its replica-s")
