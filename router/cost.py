@@ -24,9 +24,11 @@ Knobs:
   probability proportional to ``exp(-normalised_cost / temperature)``: small
   values stay near the argmin, large values approach uniform. Equal costs are
   uniform at any temperature.
-Ties at the minimum (temperature 0) go to the worker with the smaller index,
-i.e. fewer blocks held in the router's index (spreading distinct prefixes
-across the fleet), then at random with the injected generator.
+Ties at the minimum (temperature 0) go to the less loaded worker (queued prefill
+plus decode blocks), then to the one holding fewer blocks in the router's index
+(spreading distinct prefixes across the fleet), then at random with the injected
+generator (`router.policies.CostPolicy`). In ``ttft`` mode the learnt load
+coefficients count at 0 or more.
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ def score_ttft(
     request_blocks = -(-prompt_tokens // block_size)
     best = max((overlaps.get(w, 0) for w in candidates), default=0)
     t0, t1, t2, t3, t4, t5 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
+    # Load never makes a prefill faster: a fit that finds otherwise (noise, a feature seen near 0 only)
+    # must not steer requests onto busy workers, so the load terms count at 0 or more.
+    t2, t4, t5 = max(0.0, t2), max(0.0, t4), max(0.0, t5)
     ratio = model.ratio
     per_token_s = max(0.0, t1) / TOKENS
     guard_on = itl_target_s > 0 and model.itl_ready
@@ -137,7 +142,7 @@ def score_ttft(
     return out
 
 
-def pick_lowest(costs: Sequence[float], tie_key: Callable[[int], float], rng: random.Random) -> int:
+def pick_lowest(costs: Sequence[float], tie_key: Callable[[int], float | tuple[float, float]], rng: random.Random) -> int:
     """Index of the lowest cost; ties to the lowest ``tie_key(index)``, then uniformly at random.
 
     ``tie_key`` is called only for tied indices.

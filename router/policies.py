@@ -49,9 +49,15 @@ class Policy(Protocol):
 
 
 class CostPolicy:
-    """Lowest cost (see `router.cost`), or softmax sampling when ``temperature > 0``."""
+    """Lowest cost (see `router.cost`), or softmax sampling when ``temperature > 0``.
 
-    def __init__(self, temperature: float, rng: random.Random) -> None:
+    Ties go to the least loaded (queued prefill + decode blocks), then to the one holding the fewest
+    blocks: in ``ttft`` mode a decoding stream barely moves a new prompt's predicted TTFT, so equal
+    predictions must not put two streams on one worker while another idles.
+    """
+
+    def __init__(self, block_size: int, temperature: float, rng: random.Random) -> None:
+        self._bs = block_size
         self._temperature = temperature
         self._rng = rng
 
@@ -59,7 +65,11 @@ class CostPolicy:
         costs = [s.cost for s in ctx.scores]
         if self._temperature > 0:
             return sample_softmax(costs, self._temperature, self._rng)
-        return pick_lowest(costs, lambda i: ctx.index_size(ctx.candidates[i]), self._rng)
+        return pick_lowest(costs, lambda i: self._tie_key(ctx, i), self._rng)
+
+    def _tie_key(self, ctx: RoutingContext, i: int) -> tuple[float, float]:
+        load = ctx.loads[i]
+        return load.prefill_tokens / self._bs + load.decode_blocks, ctx.index_size(ctx.candidates[i])
 
 
 class RoundRobinPolicy:
@@ -99,7 +109,7 @@ class LeastLoadedPolicy:
 def make_policy(mode: RouterMode, block_size: int, temperature: float, rng: random.Random) -> Policy:
     """The policy for a mode."""
     if mode in (RouterMode.TTFT, RouterMode.BLOCKS, RouterMode.APPROX):
-        return CostPolicy(temperature, rng)
+        return CostPolicy(block_size, temperature, rng)
     if mode is RouterMode.ROUND_ROBIN:
         return RoundRobinPolicy()
     if mode is RouterMode.RANDOM:

@@ -20,7 +20,13 @@ from collections.abc import Sequence
 import pytest
 import xxhash
 
-from dynamo_lite.protocol import AllBlocksCleared, BlockRemoved, BlockStored, KvEventBatch, KvEvent
+from dynamo_lite.protocol import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KvEvent,
+    KvEventBatch,
+)
 
 
 class FakeEngine:

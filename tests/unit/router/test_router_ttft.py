@@ -258,3 +258,29 @@ def test_a_prompt_just_sent_counts_as_cached_there_until_its_events_come():
     r.on_request_start(RequestId("x"), r.route([*shared, 1], [A, B, C]))
     clock.now = 11.0
     assert r.route([*shared, 2], [A, B, C]).overlap_blocks == 0
+
+
+def _decoding(r: Router, w: WorkerId, rid: str) -> None:
+    """One request on ``w`` that has had its first token: it only decodes now."""
+    r.on_request_start(RequestId(rid), r.route(list(range(5000, 5400)), [w]))
+    r.on_prefill_done(RequestId(rid), measured=False)
+
+
+def test_a_decoding_stream_sends_the_next_request_to_an_idle_worker():
+    """At the seed the decode terms are 0, so the predictions tie exactly: the load breaks the tie."""
+    r = make(capacity=1000)
+    _decoding(r, A, "s1")
+    for i in range(20):
+        assert r.route(list(range(100 * i, 100 * i + 300)), [A, B]).worker_id == B
+
+
+def test_a_fit_that_finds_load_speeds_prefill_up_does_not_steer_onto_busy_workers():
+    r = make(capacity=1000)
+    r.ttft_model.ttft.theta[2] = -0.5  # decode interference fitted negative, as noise can do
+    r.ttft_model.ttft.theta[5] = -0.01  # and a request ahead
+    _decoding(r, A, "s1")
+    r.on_request_start(RequestId("s2"), r.route(list(range(9000, 9300)), [A]))  # prefilling on A
+    d = r.route(list(range(300)), [A, B])
+    assert d.worker_id == B
+    busy = next(s for s in d.scores if s.worker_id == A)
+    assert busy.ttft is not None and busy.ttft.predicted_s >= d.ttft.predicted_s
