@@ -1,4 +1,5 @@
-"""benchmarks/trace_replay.py, its pure parts: prompt construction from trace hash ids, the summary."""
+"""benchmarks/trace_replay.py, its pure parts: prompt construction from trace hash ids, the summary
+(benchmarks/replay_stats.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ assert _spec and _spec.loader
 tr = importlib.util.module_from_spec(_spec)
 sys.modules["trace_replay"] = tr  # dataclasses resolve their module through sys.modules
 _spec.loader.exec_module(tr)
+from benchmarks import replay_stats  # noqa: E402 - trace_replay put the repository on sys.path
 
 
 def _trace(tmp_path: Path, lines: list[dict]) -> Path:
@@ -98,8 +100,8 @@ def test_summary_percentiles_goodput_and_hits() -> None:
     records.append(_rec(100, ttft=None, e2e=600.0, error="timeout: no complete answer in 600s"))
     s = tr.summarize(records, 10.0, slo_ttft_ms=500, slo_itl_ms=100)
     assert (s.sent, s.completed, s.errors, s.errors_by_kind) == (101, 100, 1, {"timeout": 1})
-    assert s.ttft_ms == tr.Percentiles(p50=505.0, p90=901.0, p99=990.1)
-    assert s.itl_ms == tr.Percentiles(10.0, 10.0, 10.0)
+    assert s.ttft_ms == replay_stats.Percentiles(p50=505.0, p90=901.0, p99=990.1)
+    assert s.itl_ms == replay_stats.Percentiles(10.0, 10.0, 10.0)
     assert s.prefix_hit_ratio == 0.5  # only the two requests that reported cached tokens count
     assert s.good == 50 and s.goodput_rps == 5.0  # TTFT <= 500 ms: requests 0..49
     assert s.requests_per_s == 10.0 and s.output_tokens_per_s == 110.0
@@ -112,8 +114,8 @@ def test_summary_of_nothing_completed() -> None:
 
 
 def test_percentile_interpolates() -> None:
-    assert tr.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert tr.percentile([7.0], 99) == 7.0
+    assert replay_stats.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert replay_stats.percentile([7.0], 99) == 7.0
 
 
 def test_api_url_takes_a_base_with_or_without_v1() -> None:
