@@ -14,6 +14,7 @@ in the model's tool-call format instead (tools/render.py).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ class ModelTokenizer:
 
     def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
         if self._rust is not None:
-            return self._rust.encode(text, add_special_tokens=add_special_tokens).ids  # type: ignore[no-any-return]
+            return self._rust(text, add_special_tokens)  # type: ignore[no-any-return]
         return list(self._tok.encode(text, add_special_tokens=add_special_tokens))
 
     def render_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> str:
@@ -95,12 +96,16 @@ class ModelTokenizer:
         return str(self._tok.decode([token_id]))
 
 
-def _rust_encoder(tok: Any) -> Any | None:
-    """The Rust tokenizer under a Hugging Face fast tokenizer, when calling it directly gives the same ids.
+def _rust_encoder(tok: Any) -> Callable[[str, bool], list[int]] | None:
+    """``(text, add_special_tokens) -> ids`` straight from the Rust tokenizer under a Hugging Face fast
+    tokenizer, when that gives the same ids as `tok.encode`.
 
-    transformers' `encode` wraps one Rust call in about 20 us of Python per prompt. A tokenizer class that
-    overrides encoding (or one that is not Rust-backed) keeps the Python path; so does one whose direct
-    call differs on any probe text, special tokens included.
+    transformers' `encode` wraps one Rust call in about 20 us of Python per prompt. The call is
+    `encode_batch_fast` of one text where the tokenizers package has it: it skips the character offsets
+    and, on a 64-word prompt, takes 0.75x the time of `encode` (SmolLM2's tokenizer, 119 against 160 us).
+    It also lets go of the GIL, which the thread that tokenizes long prompts needs. A tokenizer class
+    that overrides encoding (or one that is not Rust-backed) keeps the Python path; so does one whose
+    direct call differs on any probe text, special tokens included.
     """
     from transformers import PreTrainedTokenizerFast
 
@@ -112,11 +117,17 @@ def _rust_encoder(tok: Any) -> Any | None:
     specials = " ".join(str(t) for t in tok.all_special_tokens[:4])
     probes = ["Hello world", "  leading and trailing  ", "multi\nline\ttabs", "héllo 世界 🙂 ñ", "t1 t22 t333",
               f"{specials} inside {specials}text", "", "1234567890 3.14159 -42"]
+    if hasattr(rust, "encode_batch_fast"):
+        def encode(text: str, special: bool) -> list[int]:
+            return rust.encode_batch_fast([text], add_special_tokens=special)[0].ids  # type: ignore[no-any-return]
+    else:
+        def encode(text: str, special: bool) -> list[int]:
+            return rust.encode(text, add_special_tokens=special).ids  # type: ignore[no-any-return]
     for text in probes:
         for special in (True, False):
-            if rust.encode(text, add_special_tokens=special).ids != list(tok.encode(text, add_special_tokens=special)):
+            if encode(text, special) != list(tok.encode(text, add_special_tokens=special)):
                 return None
-    return rust
+    return encode
 
 
 def _has_tool_turns(messages: list[dict[str, Any]]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -33,3 +34,35 @@ def test_the_tiny_models_tokenizer(tokenizer: ModelTokenizer) -> None:
 def test_the_mock_word_tokenizer(tmp_path: Path) -> None:
     build_mock_words(tmp_path)
     same_ids(ModelTokenizer(tmp_path))
+
+
+def test_a_long_prompt_tokenizes_in_a_thread_while_the_loop_keeps_running(tokenizer: ModelTokenizer) -> None:
+    """`_off_loop_if_long` hands a long prompt to a thread: the tokenizer must let go of the GIL there, or
+    the event loop stops for the whole tokenization (transformers' and tokenizers' `encode` do not)."""
+    from dynamo_lite.frontend.handlers import LONG_INPUT_CHARS, _off_loop_if_long
+
+    prompt = " ".join(TEXTS) * 1500  # about 230k characters
+    assert len(prompt) >= LONG_INPUT_CHARS
+
+    async def run() -> tuple[list[int], int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def count() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        counter = asyncio.create_task(count())
+        try:
+            ids = await _off_loop_if_long(len(prompt), lambda t: tokenizer.encode_prompt(t, True), prompt)
+        finally:
+            done.set()
+            await counter
+        return ids, ticks
+
+    ids, ticks = asyncio.run(run())
+    assert ids == list(tokenizer._tok.encode(prompt, add_special_tokens=True))
+    # Tens of thousands of loop turns with the GIL free (an idle loop turns in microseconds); a few with it held.
+    assert ticks >= 200, ticks
