@@ -37,7 +37,8 @@ absolute figures include that contention.
     .venv/bin/python benchmarks/overhead.py                    # ~2 min on 2 cores
     .venv/bin/python benchmarks/overhead.py --requests 400 --targets dynamo_lite vllm-router:round_robin
 
-Writes benchmarks/results/overhead.json and overhead.png (added p50, req/s ratio); prints a markdown table.
+Writes benchmarks/results/overhead.json and overhead.png (added p50, req/s ratio); prints a markdown table
+(benchmarks/overhead_report.py).
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ import functools
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,6 +68,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import peers
 from benchmarks.cluster import stop, wait_for
 from benchmarks.overhead_load import MODEL, Prompts, Target, cpu_seconds, drive, stats
+from benchmarks.overhead_report import plot, table
 from dynamo_lite.config import MockEngineSpec
 from dynamo_lite.engines.mock import engine_command
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
@@ -275,57 +276,6 @@ def measure(label: str, target: Target, direct_url: str, engine_pid: int, prompt
             f"  CPU {row['cpu_ms_per_request']['target']:.3f} ms/request")
         rows.append(row)
     return rows
-
-
-# --- report -------------------------------------------------------------------------------------------------
-def table(rows: list[dict]) -> str:
-    lines = ["| target | conc | p50 / p99 ms | added p50 / p99 ms | req/s | req/s vs direct | CPU ms/request "
-             "(target; engine) | stream TTFT p50 (added) |", "|---|---|---|---|---|---|---|---|"]
-    for conc in sorted({r["concurrency"] for r in rows}):
-        same = [r for r in rows if r["concurrency"] == conc]
-        d50 = statistics.median(r["direct"]["p50_ms"] for r in same)
-        d99 = statistics.median(r["direct"]["p99_ms"] for r in same)
-        drps = statistics.median(r["direct"]["requests_per_s"] for r in same)
-        dttft = [r["ttft"]["direct"]["p50_ms"] for r in same if "ttft" in r]
-        ttft = f"{statistics.median(dttft):.2f} ms" if dttft else ""
-        dcpu = statistics.median(r["cpu_ms_per_request"]["engine_direct"] for r in same)
-        lines.append(f"| direct (median of {len(same)}) | {conc} | {d50:.2f} / {d99:.2f} | | {drps:.0f} | 1 | "
-                     f"-; {dcpu:.3f} | {ttft} |")
-        for r in same:
-            v, t, cpu = r["via"], r.get("ttft"), r["cpu_ms_per_request"]
-            ttft = f"{t['via']['p50_ms']:.2f} ms (+{t['added_p50_ms']:.2f})" if t else ""
-            lines.append(f"| {r['target']} | {conc} | {v['p50_ms']:.2f} / {v['p99_ms']:.2f} | "
-                         f"{r['added_p50_ms']:+.2f} / {r['added_p99_ms']:+.2f} | {v['requests_per_s']:.0f} | "
-                         f"{r['rps_ratio']:.2f} | {cpu['target']:.3f}; {cpu['engine_via']:.3f} | {ttft} |")
-    return "\n".join(lines)
-
-
-def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    targets = list(dict.fromkeys(r["target"] for r in rows))
-    levels = sorted({r["concurrency"] for r in rows})
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
-    width = 0.8 / len(levels)
-    for i, conc in enumerate(levels):
-        by = {r["target"]: r for r in rows if r["concurrency"] == conc}
-        xs = [k + i * width for k in range(len(targets))]
-        axes[0].bar(xs, [by[t]["added_p50_ms"] for t in targets], width, label=f"concurrency {conc}")
-        axes[1].bar(xs, [by[t]["rps_ratio"] for t in targets], width, label=f"concurrency {conc}")
-        axes[2].bar(xs, [by[t]["cpu_ms_per_request"]["target"] for t in targets], width, label=f"concurrency {conc}")
-    titles = ("added p50 latency vs direct (ms)", "requests/s, ratio to direct", "router CPU ms per request")
-    for ax, title in zip(axes, titles, strict=True):
-        ax.set_xticks([k + width * (len(levels) - 1) / 2 for k in range(len(targets))], targets, rotation=20,
-                      ha="right", fontsize=8)
-        ax.set_title(title)
-        ax.legend()
-    axes[1].axhline(1.0, color="grey", lw=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main() -> None:
