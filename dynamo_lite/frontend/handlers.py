@@ -42,7 +42,7 @@ from dynamo_lite.protocol import Role
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
-LONG_INPUT_CHARS = 4096  # inputs this long are tokenized in a thread (about 1.5 ms of BPE; see tokenize_bench.py)
+LONG_INPUT_CHARS = 4096  # inputs this long are tokenized in a thread (about 2 ms of BPE; benchmarks/tokenize_bench.py)
 MODEL_LABEL = web.RequestKey("model_label", str)
 PRIORITY_HEADER = "X-Vllm-Priority"  # vLLM's: overrides the body's `priority`
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")

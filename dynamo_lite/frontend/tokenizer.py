@@ -102,8 +102,9 @@ def _rust_encoder(tok: Any) -> Callable[[str, bool], list[int]] | None:
 
     transformers' `encode` wraps one Rust call in about 20 us of Python per prompt. The call is
     `encode_batch_fast` of one text where the tokenizers package has it: it skips the character offsets
-    and, on a 64-word prompt, takes 0.75x the time of `encode` (SmolLM2's tokenizer, 119 against 160 us).
-    It also lets go of the GIL, which the thread that tokenizes long prompts needs. A tokenizer class
+    and takes 0.70-0.83x the time of `encode` (SmolLM2's tokenizer, 64 to 60,000 words;
+    benchmarks/tokenize_bench.py). It also lets go of the GIL, which the thread that tokenizes long
+    prompts needs (`encode` holds it). A tokenizer class
     that overrides encoding (or one that is not Rust-backed) keeps the Python path; so does one whose
     direct call differs on any probe text, special tokens included.
     """
