@@ -142,7 +142,10 @@ def score_ttft(
     return out
 
 
-def pick_lowest(costs: Sequence[float], tie_key: Callable[[int], float | tuple[float, float]], rng: random.Random) -> int:
+TieKey = Callable[[int], float | tuple[float, float]]
+
+
+def pick_lowest(costs: Sequence[float], tie_key: TieKey, rng: random.Random) -> int:
     """Index of the lowest cost; ties to the lowest ``tie_key(index)``, then uniformly at random.
 
     ``tie_key`` is called only for tied indices.
