@@ -25,10 +25,9 @@ Knobs:
   values stay near the argmin, large values approach uniform. Equal costs are
   uniform at any temperature.
 Ties at the minimum (temperature 0) go to the less loaded worker (queued prefill
-plus decode blocks), then to the one holding fewer blocks in the router's index
-(spreading distinct prefixes across the fleet), then at random with the injected
-generator (`router.policies.CostPolicy`). In ``ttft`` mode the learnt load
-coefficients count at 0 or more.
+plus decode blocks), then at random with the injected generator
+(`router.policies.CostPolicy`). In ``ttft`` mode the learnt load coefficients
+count at 0 or more.
 """
 
 from __future__ import annotations
@@ -142,10 +141,7 @@ def score_ttft(
     return out
 
 
-TieKey = Callable[[int], float | tuple[float, float]]
-
-
-def pick_lowest(costs: Sequence[float], tie_key: TieKey, rng: random.Random) -> int:
+def pick_lowest(costs: Sequence[float], tie_key: Callable[[int], float], rng: random.Random) -> int:
     """Index of the lowest cost; ties to the lowest ``tie_key(index)``, then uniformly at random.
 
     ``tie_key`` is called only for tied indices.

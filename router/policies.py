@@ -1,7 +1,7 @@
 """Routing modes as interchangeable selection policies.
 
 Every policy sees the same `RoutingContext` (candidates in the caller's order,
-their cost terms, their loads, a lookup of index sizes) and returns the index of the
+their cost terms, their loads) and returns the index of the
 chosen candidate. Policies own only their own state (a cursor, a generator);
 they never touch the index or the load tracker.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,7 +39,6 @@ class RoutingContext:
     candidates: Sequence[WorkerId]
     scores: Sequence[CandidateScore]
     loads: Sequence[LoadView]
-    index_size: Callable[[WorkerId], int]  # blocks a worker holds in the mode's index
 
 
 class Policy(Protocol):
@@ -51,9 +50,11 @@ class Policy(Protocol):
 class CostPolicy:
     """Lowest cost (see `router.cost`), or softmax sampling when ``temperature > 0``.
 
-    Ties go to the least loaded (queued prefill + decode blocks), then to the one holding the fewest
-    blocks: in ``ttft`` mode a decoding stream barely moves a new prompt's predicted TTFT, so equal
-    predictions must not put two streams on one worker while another idles.
+    Ties go to the least loaded (queued prefill + decode blocks), then at random. In ``ttft`` mode a
+    decoding stream barely moves a new prompt's predicted TTFT, so equal predictions must not put two
+    streams on one worker while another idles. No tie is broken by shared state alone (such as the
+    blocks each worker holds): frontends that route at the same moment, each before it has heard of
+    the other's request, would all make the same choice.
     """
 
     def __init__(self, block_size: int, temperature: float, rng: random.Random) -> None:
@@ -65,11 +66,8 @@ class CostPolicy:
         costs = [s.cost for s in ctx.scores]
         if self._temperature > 0:
             return sample_softmax(costs, self._temperature, self._rng)
-        return pick_lowest(costs, lambda i: self._tie_key(ctx, i), self._rng)
-
-    def _tie_key(self, ctx: RoutingContext, i: int) -> tuple[float, float]:
-        load = ctx.loads[i]
-        return load.prefill_tokens / self._bs + load.decode_blocks, ctx.index_size(ctx.candidates[i])
+        loads = ctx.loads
+        return pick_lowest(costs, lambda i: loads[i].prefill_tokens / self._bs + loads[i].decode_blocks, self._rng)
 
 
 class RoundRobinPolicy:

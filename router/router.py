@@ -8,7 +8,7 @@ Life cycle, all calls from one thread (the frontend's event loop):
   `update_load` for each `LoadReport`; `load_snapshot` for a worker's KV
   snapshot (a router that starts after its blocks were stored);
   `update_peer_load` for each other router's `PeerLoad`, and `own_loads` for
-  what to publish to them;
+  what to publish to them (``on_load_change``, if given, is called whenever that changes);
 - per request: `route` decides (it changes no load or index state, only the
   round-robin cursor and the generator), then the caller commits with
   `on_request_start(request_id, decision)` once it really sends the request,
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from router.approx import ApproxIndex, Clock
@@ -105,8 +105,10 @@ class Router:
     `KvIndex`, public for inspection.
     """
 
-    def __init__(self, config: RouterConfig, *, clock: Clock = time.monotonic, rng: random.Random | None = None):
+    def __init__(self, config: RouterConfig, *, clock: Clock = time.monotonic, rng: random.Random | None = None,
+                 on_load_change: Callable[[], None] | None = None):
         self.config = config
+        self._changed = on_load_change  # called when this router's own in-flight load changes (to share it)
         self._rng = rng if rng is not None else random.Random()
         self.index = KvIndex()
         self._ingestor = KvEventIngestor(self.index, config.block_size, BlockHash(config.root_seed))
@@ -204,7 +206,7 @@ class Router:
                                 cfg.copy_weight, cfg.itl_target_s)
         else:
             scores = score_candidates(candidates, overlaps, loads, prompt_tokens, bs, weight)
-        ctx = RoutingContext(candidates, scores, loads, sizes_of)
+        ctx = RoutingContext(candidates, scores, loads)
         chosen = scores[self._policy.select(ctx)]
         overlap_tokens = chosen.overlap_blocks * bs
         return Decision(
@@ -224,6 +226,8 @@ class Router:
     def on_request_start(self, request_id: RequestId, decision: Decision) -> None:
         """Commit a decision: the request was sent. Raises ValueError if ``request_id`` is in flight."""
         self._load.start(request_id, decision.worker_id, decision.prompt_tokens, decision.uncached_tokens)
+        if self._changed is not None:
+            self._changed()
         if self.config.mode is RouterMode.APPROX or self._recent:
             self._approx.learn(decision.worker_id, decision.block_hashes)
         if decision.ttft is not None:
@@ -237,11 +241,15 @@ class Router:
         """
         self._load.prefill_done(request_id)
         self.ttft_model.first_token(request_id, self._clock(), measured)
+        if self._changed is not None:
+            self._changed()
 
     def on_request_finish(self, request_id: RequestId, output_tokens: int = 0) -> None:
         """The request ended for any reason (``output_tokens`` streamed by it). Unknown ids ignored."""
         self._load.finish(request_id)
         self.ttft_model.finished(request_id, self._clock(), output_tokens)
+        if self._changed is not None:
+            self._changed()
 
     def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0) -> float | None:
         """ttft mode: the learnt prefill time of ``uncached_tokens`` after ``context_tokens`` cached ones on

@@ -11,6 +11,7 @@ Pure apart from the metrics it counts: no I/O here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -85,7 +86,9 @@ class Fleet:
     def __init__(self, routers: dict[str, RouterConfig], metrics: FrontendMetrics,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.metrics = metrics
-        self.models = {name: ModelFleet(name, Router(cfg, clock=clock), {}, clock) for name, cfg in routers.items()}
+        self.load_changed = asyncio.Event()  # set when a router's own in-flight load changes (load_share.py)
+        self.models = {name: ModelFleet(name, Router(cfg, clock=clock, on_load_change=self.load_changed.set), {}, clock)
+                       for name, cfg in routers.items()}
         self._model_of: dict[WorkerId, str] = {}
         self._syncing: dict[WorkerId, _Sync] = {}
         self._sync_tokens = 0

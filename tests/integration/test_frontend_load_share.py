@@ -5,10 +5,16 @@ whenever it routes (its previous request has ended): without sharing it cannot s
 frontend's request in flight, and half the time both requests run on one worker while the other
 idles. With sharing, each sees the other's request (published every 100 ms) and takes the idle
 worker. The engines' own `vllm:num_requests_running`, sampled, says where requests run.
+
+Each client waits a random 0-300 ms between requests, as real clients do. Without it the two can
+fall into lock-step: once on one worker, they finish in the same engine step and route again at
+the same moment, each before the other's message comes, and choose alike (no router can see a
+request that is being routed at the same instant elsewhere).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from pathlib import Path
@@ -30,15 +36,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 POOLS = "  - {name: agg, role: aggregated, engine: mock, model: m, mock: {speedup_ratio: 1}}\n"
 REQUESTS = 10  # per client
 MAX_TOKENS = 120  # about 1.2 s per request at this mock's speed
+THINK_S = 0.3  # a client waits up to this long between its requests
 
 
 def client_loop(url: str, name: str, errors: list[BaseException]) -> None:
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0, timeout=60)
+    think = random.Random(name)
     try:
         for i in range(REQUESTS):
             prompt = f"{name} asks question number {i}: " + " ".join(f"word{(i * 7 + j) % 97}" for j in range(60))
             out = client.completions.create(model="m", prompt=prompt, max_tokens=MAX_TOKENS)
             assert out.usage.completion_tokens == MAX_TOKENS
+            time.sleep(think.uniform(0.0, THINK_S))
     except BaseException as e:  # noqa: BLE001 - reported by the test
         errors.append(e)
 
