@@ -17,7 +17,8 @@ Workloads (``--workload``): ``mooncake``, the trace in ``--trace`` (by default t
 shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``, generated in process from
 ``--seed`` by benchmarks/trace_gen.py. ``--rate X`` compresses arrival times X-fold (the load);
 ``--capacity-fraction F`` sets each engine's KV cache to F x the slice's distinct blocks (cache pressure:
-1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times.
+1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times;
+``--records DIR`` keeps every request's record (cached tokens, TTFT) per run, for analysis by request.
 
 Measured: the prefix-hit ratio is the engines' own count (``usage.prompt_tokens_details.cached_tokens``);
 fleet busy is each engine's ``mock:busy_seconds_total`` increase over the replay / (wall x speed-up); the
@@ -121,6 +122,8 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
             each = [counter_by_label([u], "dynamo_lite_frontend_routing_decisions", "worker") for u in urls]
             per_process = [sum(c.values()) for c in each]
             log(f"{label}: requests routed by each of {len(urls)} frontend process(es): {per_process}")
+    if args.records:
+        write_records(args.records / f"{label.replace(':', '_')}_{repeat + 1}.jsonl", result.records)
     summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
@@ -130,6 +133,15 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
         log(f"{label}: error: {sample[:300]}")
     return Entry(label, repeat, round(startup, 1), asdict(summary), samples, [round(b, 4) for b in busy], served,
                  per_process)
+
+
+def write_records(path: Path, records: list) -> None:
+    """One JSON line per request (trace line, tokens, cached tokens, TTFT, error), for analysis by request."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for r in records:
+            f.write(json.dumps(asdict(r)) + "\n")
+    log(f"wrote {path}")
 
 
 def workload(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, object]]:
@@ -189,6 +201,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slo-ttft-ms", type=float, default=1000.0)
     p.add_argument("--slo-itl-ms", type=float, default=50.0)
     p.add_argument("--out", type=Path, default=RESULTS / "arena.json")
+    p.add_argument("--records", type=Path, default=None,
+                   help="also write each run's per-request records, as <router>_<repeat>.jsonl in this directory")
     args = p.parse_args(argv)
     args.labels = [r.strip() for r in args.routers.split(",") if r.strip()]
     unknown = sorted(x for x in set(args.labels) - set(ROUTERS) if not is_ours(x))

@@ -1,0 +1,29 @@
+"""benchmarks/arena.py --records: every request's record, one JSON line each, read back unchanged."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from benchmarks import arena  # noqa: E402
+from benchmarks.replay_stats import RequestRecord  # noqa: E402
+
+
+def test_records_round_trip(tmp_path: Path) -> None:
+    records = [
+        RequestRecord(0, 0.0, 900, 32, sent_s=0.001, ttft_s=0.041, itl_s=[0.01, 0.012], e2e_s=0.4, prompt_tokens=900,
+                      completion_tokens=32, cached_tokens=704, status=200),
+        RequestRecord(1, 0.5, 850, 32, sent_s=0.5, e2e_s=0.6, status=503, error="HTTP 503"),
+    ]
+    path = tmp_path / "runs" / "dynamo_lite_ttft_1.jsonl"
+    arena.write_records(path, records)
+    back = [RequestRecord(**json.loads(line)) for line in path.read_text().splitlines()]
+    assert back == records
+
+
+def test_records_option_names_a_directory() -> None:
+    assert arena.parse(["--records", "/tmp/x"]).records == Path("/tmp/x")
+    assert arena.parse([]).records is None
