@@ -92,7 +92,7 @@ class FleetConfig:
     router: str = "ttft"  # "ttft": the router's ttft cost and learnt model; "blocks": Dynamo's formula
     ttft_seed: Seed = field(default_factory=Seed)  # ttft: where the model starts (the engine profile's line)
     itl_target_s: float = 0.0  # ttft: the ITL guard's target (0: no guard)
-    copy_weight: float = 1.0  # ttft: the copy price's weight (RouterConfig's default)
+    copy_weight: float = 1.0  # ttft: the copy price's weight (1: the published planner figures; RouterConfig's is 4)
 
 
 class Fleet:
