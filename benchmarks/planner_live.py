@@ -43,7 +43,7 @@ def spec_text(state: Path, port: int) -> str:
     mock = f"{{speedup_ratio: {SPEEDUP}}}"
     return (f"namespace: plive\nstate_dir: {state}\n"
             "models: [{name: mock-8b, path: 'builtin:mock-words', block_size: 16, max_model_len: 32768}]\n"
-            f"frontend: {{port: {port}}}\n"
+            f"frontend: {{port: {port}, router: {{copy_weight: 1.0}}}}\n"  # the simulation's (planner_sim_fleet)
             f"pools:\n  - {{name: prefill, role: prefill, engine: mock, replicas: 2, mock: {mock}}}\n"
             f"  - {{name: decode, role: decode, engine: mock, replicas: 1, mock: {mock}}}\n"
             f"planner: {{enabled: true, policy: sla, predictor: kalman, interval_s: {INTERVAL_S}, cooldown_s: 0,\n"
