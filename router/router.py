@@ -108,7 +108,7 @@ class Router:
     def __init__(self, config: RouterConfig, *, clock: Clock = time.monotonic, rng: random.Random | None = None,
                  on_load_change: Callable[[], None] | None = None):
         self.config = config
-        self._changed = on_load_change  # called when this router's own in-flight load changes (to share it)
+        self._changed = on_load_change or (lambda: None)  # called when its own in-flight load changes (to share it)
         self._rng = rng if rng is not None else random.Random()
         self.index = KvIndex()
         self._ingestor = KvEventIngestor(self.index, config.block_size, BlockHash(config.root_seed))
@@ -226,8 +226,7 @@ class Router:
     def on_request_start(self, request_id: RequestId, decision: Decision) -> None:
         """Commit a decision: the request was sent. Raises ValueError if ``request_id`` is in flight."""
         self._load.start(request_id, decision.worker_id, decision.prompt_tokens, decision.uncached_tokens)
-        if self._changed is not None:
-            self._changed()
+        self._changed()
         if self.config.mode is RouterMode.APPROX or self._recent:
             self._approx.learn(decision.worker_id, decision.block_hashes)
         if decision.ttft is not None:
@@ -241,15 +240,13 @@ class Router:
         """
         self._load.prefill_done(request_id)
         self.ttft_model.first_token(request_id, self._clock(), measured)
-        if self._changed is not None:
-            self._changed()
+        self._changed()
 
     def on_request_finish(self, request_id: RequestId, output_tokens: int = 0) -> None:
         """The request ended for any reason (``output_tokens`` streamed by it). Unknown ids ignored."""
         self._load.finish(request_id)
         self.ttft_model.finished(request_id, self._clock(), output_tokens)
-        if self._changed is not None:
-            self._changed()
+        self._changed()
 
     def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0) -> float | None:
         """ttft mode: the learnt prefill time of ``uncached_tokens`` after ``context_tokens`` cached ones on
