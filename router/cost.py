@@ -103,18 +103,20 @@ def score_ttft(
     """The ttft mode's cost of each candidate: predicted TTFT + copy price (+ `ITL_PENALTY_S`).
 
     ``capacities`` (KV blocks, 0: unknown) and ``held_blocks`` (blocks the index says it holds) are
-    aligned with ``candidates``. The copy price: blocks of this prompt's prefix that another
-    candidate already holds and this one would compute again, at the fleet's prefill rate, times
-    ``copy_weight`` and how full this one's cache is (a copy into free space evicts nothing).
+    aligned with ``candidates``. The copy price: the seconds that computing again the blocks of this
+    prompt's prefix that another candidate holds adds to the prediction here (their tokens and their
+    attention over the context, as the model has learnt them), times ``copy_weight`` and how full this
+    one's cache is (a copy into free space evicts nothing).
     """
     request_blocks = -(-prompt_tokens // block_size)
     best = max((overlaps.get(w, 0) for w in candidates), default=0)
+    best_uncached = max(0, prompt_tokens - best * block_size)  # what a candidate holding the best prefix computes
+    best_attn = best_uncached * (prompt_tokens - best_uncached / 2) / PAIRS
     t0, t1, t2, t3, t4, t5 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
     # Load never makes a prefill faster: a fit that finds otherwise (noise, a feature seen near 0 only)
     # must not steer requests onto busy workers, so the load terms count at 0 or more.
     t2, t4, t5 = max(0.0, t2), max(0.0, t4), max(0.0, t5)
     ratio = model.ratio
-    per_token_s = max(0.0, t1) / TOKENS
     guard_on = itl_target_s > 0 and model.itl_ready
     out = []
     for w, load, cap, held in zip(candidates, loads, capacities, held_blocks):
@@ -128,11 +130,16 @@ def score_ttft(
         attn = uncached * (prompt_tokens - uncached / 2) / PAIRS
         over = kv_fill - 1.0 if kv_fill > 1.0 else 0.0
         ahead = load.prefilling
-        predicted = ratio.get(w, 1.0) * (t0 + t1 * work + t2 * work * kv_fill + t3 * attn + t4 * over + t5 * ahead)
+        r = ratio.get(w, 1.0)
+        predicted = r * (t0 + t1 * work + t2 * work * kv_fill + t3 * attn + t4 * over + t5 * ahead)
         if predicted < 0:
             predicted = 0.0
-        copy_s = copy_weight * (held / cap if held < cap else 1.0) * (best - overlap) * block_size * per_token_s \
-            if cap and best > overlap else 0.0
+        copy_s = 0.0
+        if cap and best > overlap:  # the seconds the missing blocks add here, as the model predicts them
+            extra = (uncached - best_uncached) / TOKENS
+            recompute = r * ((t1 + t2 * kv_fill) * extra + t3 * (attn - best_attn))
+            if recompute > 0:
+                copy_s = copy_weight * (held / cap if held < cap else 1.0) * recompute
         guard = guard_on and model.predict_itl(kv_fill) > itl_target_s
         cost = predicted + copy_s + (ITL_PENALTY_S if guard else 0.0)
         out.append(CandidateScore(w, overlap, (load.prefill_tokens + uncached) / block_size, decode, cost,

@@ -28,9 +28,10 @@ class RouterSpec(Section):
     approx_ttl_s: Annotated[float, Field(gt=0)] = 120.0
     """approx mode: how long a routed prefix is assumed to stay cached."""
     copy_weight: Annotated[float, Field(ge=0)] = 4.0
-    """ttft mode: price of computing again a prefix that another worker holds, in its prefill seconds, at a full
-    cache. 4 (default) kept 1-3 more points of prefix hits than 1 on chat and many-tenant traffic under cache
-    pressure, at the same TTFT p99 on the latter (docs/benchmarks.md); higher trades TTFT for hits."""
+    """ttft mode: price of computing again a prefix that another worker holds, in multiples of the seconds the
+    model predicts that recompute adds there, at a full cache. 4 (default) kept 1.5 more points of prefix hits than
+    1 on many-tenant traffic under cache pressure, for 4 ms more TTFT p99 (docs/benchmarks.md); higher trades TTFT
+    for hits."""
     inflight_ttl_s: Annotated[float, Field(ge=0)] = 0.0
     """ttft mode: a prompt just sent counts as cached on its worker this long, before its KV events arrive. 0 (default): events only; 10 s lost hits and balance under cache pressure (docs/benchmarks.md)."""
     worker_speeds: bool = False

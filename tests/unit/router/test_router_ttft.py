@@ -160,6 +160,12 @@ def test_the_inlined_scoring_matches_the_model(engine_factory):
         x = features(load.prefill_tokens, uncached, len(prompt), s.ttft.kv_fill, load.prefilling)
         assert s.ttft.x == pytest.approx(x)
         assert s.ttft.predicted_s == pytest.approx(max(0.0, r.ttft_model.ttft.predict(x)))
+        # The copy price: what computing again the blocks A holds adds to the prediction here (tokens and
+        # attention), times copy_weight (1 in busy_home) and the cache's fill (B and C are full).
+        held = features(load.prefill_tokens, len(prompt) - 100 * BS, len(prompt), s.ttft.kv_fill, load.prefilling)
+        recompute = r.ttft_model.ttft.predict(x) - r.ttft_model.ttft.predict(held)
+        assert s.ttft.copy_s == pytest.approx(recompute if s.worker_id != A else 0.0)
+        assert s.worker_id == A or recompute > 0.02  # 1,600 tokens more and their attention
 
 
 def test_a_hot_prefix_is_replicated_when_its_home_is_far_behind(engine_factory):
