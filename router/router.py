@@ -96,6 +96,17 @@ class Decision:
         """Predicted seconds from sending to the first token on the chosen worker (ttft mode; else None)."""
         return self.ttft.predicted_s if self.ttft is not None else None
 
+    def explain(self) -> str:
+        """Every candidate's terms on one line, the chosen one first (for a debug log: why it went there)."""
+        def terms(s: CandidateScore) -> str:
+            t = f"{s.worker_id}: {s.overlap_blocks} blocks cached, {s.prefill_blocks:.0f} to prefill there"
+            if s.ttft is None:
+                return f"{t}, cost {s.cost:.1f}"
+            guard = ", ITL guard" if s.ttft.itl_guard else ""
+            return f"{t}, predicted TTFT {s.ttft.predicted_s * 1000:.1f} ms + copy {s.ttft.copy_s * 1000:.1f} ms{guard}"
+        chosen = [s for s in self.scores if s.worker_id == self.worker_id]
+        return "; ".join(terms(s) for s in chosen + [s for s in self.scores if s.worker_id != self.worker_id])
+
 
 class Router:
     """KV-aware router over a set of workers; pure (no I/O), not thread-safe.

@@ -100,6 +100,8 @@ class RequestFlow:
             started = time.perf_counter()
             decision = fleet.router.route(prompt, candidates)
             mm.router_decision.observe(time.perf_counter() - started)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("request %s routed: %s", req.request_id, decision.explain())
             mm.routed_overlap_ratio.observe(decision.overlap_tokens / len(prompt))
             worker = fleet.workers[decision.worker_id]
             mm.routed(worker.worker_id, decision.mode.value).inc()

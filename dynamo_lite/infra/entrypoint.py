@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 from pathlib import Path
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_ENV = "DYNAMO_LITE_LOG"  # the level of a process started without --log-level
 
 
 def add_spec_args(parser: argparse.ArgumentParser, control_plane: bool = True) -> None:
@@ -16,12 +19,21 @@ def add_spec_args(parser: argparse.ArgumentParser, control_plane: bool = True) -
     if control_plane:
         parser.add_argument("--nats-url", required=True, help="NATS server, e.g. nats://127.0.0.1:4222")
         parser.add_argument("--etcd-url", required=True, help="etcd, e.g. http://127.0.0.1:2379")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", choices=LOG_LEVELS,
+                        help=f"default: ${LOG_ENV} if set, else info. Every process started by one run at a level "
+                             "inherits it (orchestrator up --log-level debug: the frontend logs each routing "
+                             "decision, with every candidate's predicted TTFT)")
 
 
-def configure_logging(level: str, process: str | None = None) -> None:
-    """Once per process, from its entry point (never from library code). `process` ("frontend 1") tags
-    every line, for a component that runs as several processes."""
+def configure_logging(level: str | None, process: str | None = None) -> None:
+    """Once per process, from its entry point (never from library code). ``level``: --log-level (None:
+    `LOG_ENV`, else info), exported in `LOG_ENV` for the processes this one starts. `process`
+    ("frontend 1") tags every line, for a component that runs as several processes."""
+    if level is None:
+        level = os.environ.get(LOG_ENV, "").strip().lower() or "info"
+        if level not in LOG_LEVELS:
+            raise SystemExit(f"error: {LOG_ENV}={level!r}: expected one of {', '.join(LOG_LEVELS)}")
+    os.environ[LOG_ENV] = level
     fmt = LOG_FORMAT if process is None else LOG_FORMAT.replace("%(name)s", f"[{process}] %(name)s")
     logging.basicConfig(level=getattr(logging, level.upper()), format=fmt)
 

@@ -94,7 +94,8 @@ def run_render(spec: ClusterSpec, args: argparse.Namespace) -> int:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
     p.add_argument("-o", "--output", type=Path, help="directory to write one file per object (default: stdout)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                   help="default: $DYNAMO_LITE_LOG, else info")
 
 
 def add_render_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -290,3 +290,15 @@ def test_a_fit_that_finds_load_speeds_prefill_up_does_not_steer_onto_busy_worker
     assert d.worker_id == B
     busy = next(s for s in d.scores if s.worker_id == A)
     assert busy.ttft is not None and busy.ttft.predicted_s >= d.ttft.predicted_s
+
+
+def test_a_decision_explains_every_candidate_chosen_first():
+    r = Router(RouterConfig(block_size=16, mode=RouterMode.TTFT), rng=random.Random(0))
+    for w in ("a", "b"):
+        r.add_worker(w, 100)
+    d = r.route(list(range(100)), ["a", "b"])
+    first, second = d.explain().split("; ")
+    assert first.startswith(f"{d.worker_id}: 0 blocks cached, 6 to prefill there, predicted TTFT ")
+    assert second.startswith("b: " if d.worker_id == "a" else "a: ") and "+ copy 0.0 ms" in second
+    blocks = Router(RouterConfig(block_size=16)).route(list(range(100)), ["a"])
+    assert blocks.explain() == "a: 0 blocks cached, 6 to prefill there, cost 13.2"
