@@ -232,8 +232,16 @@ def simulate_all(args: argparse.Namespace, profiles: list[str]) -> list[dict]:
     items = [(r, args, p) for p in profiles for r in todo + seer(p)
              if not (r.predictor == "seasonal" and RateProfile.parse(p).kind in ("flat", "step"))]
     print(f"{len(items)} simulations over {len(profiles)} profiles, {args.jobs} at a time", flush=True)
+    out: list[dict] = []
+    started, every = time.monotonic(), max(1, len(items) // 20)
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-        return pool.map(simulate, items, chunksize=1)
+        for done, result in enumerate(pool.imap(simulate, items, chunksize=1), 1):  # in order, as map
+            out.append(result)
+            if done % every == 0 or done == len(items):
+                spent = time.monotonic() - started
+                print(f"  {done}/{len(items)} simulations done in {spent / 60:.1f} min, "
+                      f"about {spent / done * (len(items) - done) / 60:.0f} min left", flush=True)
+    return out
 
 
 def rendered_again(args: argparse.Namespace) -> tuple[list[dict], dict, list[str]]:
