@@ -104,8 +104,7 @@ class Decision:
                 return f"{t}, cost {s.cost:.1f}"
             guard = ", ITL guard" if s.ttft.itl_guard else ""
             return f"{t}, predicted TTFT {s.ttft.predicted_s * 1000:.1f} ms + copy {s.ttft.copy_s * 1000:.1f} ms{guard}"
-        chosen = [s for s in self.scores if s.worker_id == self.worker_id]
-        return "; ".join(terms(s) for s in chosen + [s for s in self.scores if s.worker_id != self.worker_id])
+        return "; ".join(terms(s) for s in sorted(self.scores, key=lambda s: s.worker_id != self.worker_id))
 
 
 class Router:

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from dynamo_lite.config import ClusterSpec, ConfigError, parse_cluster_spec
+from dynamo_lite.infra.entrypoint import LOG_ENV, LOG_LEVELS
 from dynamo_lite.k8s import control, infra, workers
 from dynamo_lite.k8s.pods import Obj
 
@@ -94,8 +95,7 @@ def run_render(spec: ClusterSpec, args: argparse.Namespace) -> int:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--file", required=True, type=Path, help="cluster spec (cluster.yaml)")
     p.add_argument("-o", "--output", type=Path, help="directory to write one file per object (default: stdout)")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
-                   help="default: $DYNAMO_LITE_LOG, else info")
+    p.add_argument("--log-level", choices=LOG_LEVELS, help=f"default: ${LOG_ENV}, else info")
 
 
 def add_render_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
