@@ -67,7 +67,10 @@ async def serve(app: web.Application, listen: Listen, shutdown_timeout_s: float,
     own: web.AppRunner | None = None
     try:
         site = web.TCPSite(runner, listen.host, listen.port, reuse_port=listen.reuse_port or None)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as e:  # the port is taken (or the host is not this machine's)
+            raise SystemExit(f"error: cannot listen on {listen.host}:{listen.port}: {e}") from None
         log.info("OpenAI API on http://%s:%d/v1%s", listen.host, listen.port,
                  " (SO_REUSEPORT, shared with the other frontend processes)" if listen.reuse_port else "")
         if listen.metrics_port is not None:
@@ -101,8 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from dynamo_lite.engines.models import ModelNotFound
+
     cache = spec.resolved_state_dir() / "models"
-    tokenizers = {m.name: load_tokenizer(m.path, cache) for m in spec.models}
+    try:
+        tokenizers = {m.name: load_tokenizer(m.path, cache) for m in spec.models}
+    except ModelNotFound as e:
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 2
     app = build_app(FrontendConfig.from_spec(spec, args.nats_url, args.etcd_url), tokenizers, api_keys=api_keys)
     if api_keys:
         log.info("API keys required on /v1 (%d accepted)", len(api_keys))

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import openai
+import pytest
 
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats, free_port
@@ -85,46 +86,62 @@ def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dic
         f"  - {{name: empty, path: '{model_dir}', block_size: 16}}\n"
         f"frontend: {frontend}\npools:\n{pools}"
     )
-    port = free_port()
     log_dir = tmp / "logs"
     log_dir.mkdir()
     agents = {wid: procs.spawn(log_dir, spec, pool, nats.url, etcd.url, wid) for wid, pool in workers.items()}
-    with open(log_dir / "frontend.log", "wb") as out:
-        fe = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
-                               "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    fleet = Fleet(f"http://127.0.0.1:{port}", etcd.url, agents, fe, log_dir, [nats, etcd])
+    url, fe = _spawn_frontend(log_dir / "frontend.log", spec, nats.url, etcd.url)
+    fleet = Fleet(url, etcd.url, agents, fe, log_dir, [nats, etcd])
 
     respawned: set[str] = set()
+    seen: list[dict] = [{}]
 
     def ready() -> bool:
+        # Ports come from free_port() and are bound seconds later (the frontend binds after it has
+        # loaded its tokenizers and reached etcd and NATS), so a process starting meanwhile can take
+        # one: retry each start that ends that way once, on a new port (worker/engine.py does the same).
         for wid, agent in list(agents.items()):
-            # Engines take their ports from free_port() and bind them a second later, so two
-            # workers starting together can race for one (worker/engine.py); retry such a start once.
             if agent.proc.poll() is not None and wid not in respawned:  # type: ignore[attr-defined]
                 respawned.add(wid)
                 (log_dir / "retry").mkdir(exist_ok=True)
                 agents[wid] = procs.spawn(log_dir / "retry", spec, workers[wid], nats.url, etcd.url, wid)
-        models = fleet.health().get("models", {})
+        if fleet.frontend.poll() is not None:
+            log = (log_dir / "frontend.log").read_text(errors="replace")
+            if "address already in use" not in log or "frontend" in respawned:
+                pytest.fail(f"the frontend exited ({fleet.frontend.returncode}):\n{log[-3000:]}")
+            respawned.add("frontend")
+            (log_dir / "frontend.log").rename(log_dir / "frontend.port-taken.log")
+            fleet.url, fleet.frontend = _spawn_frontend(log_dir / "frontend.log", spec, nats.url, etcd.url)
+        seen[0] = fleet.health()
+        models = seen[0].get("models", {})
         return all(models.get(m, {}).get(role) == n for m, roles in wait_for.items() for role, n in roles.items())
 
     try:
         eventually(ready, timeout=60, what=f"workers {wait_for} in the frontend's view")
+    except AssertionError as e:
+        tails = "".join(f"\n--- {p.relative_to(log_dir)} (while waiting):\n{p.read_text(errors='replace')[-1500:]}"
+                        for p in sorted(log_dir.rglob("*.log")))
+        stop_fleet(fleet, procs)
+        raise AssertionError(f"{e}\nthe frontend's last /health: {seen[0]}{tails}") from e
     except BaseException:
         stop_fleet(fleet, procs)
         raise
     return fleet
 
 
+def _spawn_frontend(log: Path, spec: Path, nats_url: str, etcd_url: str) -> tuple[str, subprocess.Popen]:
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats_url,
+                                 "--etcd-url", etcd_url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
+    return f"http://127.0.0.1:{port}", proc
+
+
 def start_frontend(fleet: Fleet, name: str, spec: Path | None = None) -> tuple[str, subprocess.Popen]:
     """One more frontend process on the fleet's NATS and etcd, with the fleet's spec (or `spec`):
     its URL and process (logs in `<name>.log`); the caller stops it."""
-    port = free_port()
     nats, etcd = fleet.servers
-    spec = spec or fleet.log_dir.parent / "cluster.yaml"
-    with open(fleet.log_dir / f"{name}.log", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--nats-url", nats.url,
-                                 "--etcd-url", etcd.url, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT)
-    return f"http://127.0.0.1:{port}", proc
+    return _spawn_frontend(fleet.log_dir / f"{name}.log", spec or fleet.log_dir.parent / "cluster.yaml",
+                           nats.url, etcd.url)
 
 
 def wait_frontend(url: str, proc: subprocess.Popen, log: Path, model: str, role: str, workers: int,

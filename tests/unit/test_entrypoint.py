@@ -1,4 +1,5 @@
-"""The log level: --log-level, else $DYNAMO_LITE_LOG, else info; exported to the processes started after."""
+"""The entry points: the log level (--log-level, else $DYNAMO_LITE_LOG, else info; exported to the processes
+started after), and the frontend's refusal of a model it cannot find."""
 
 import os
 import subprocess
@@ -36,3 +37,15 @@ def test_a_bad_level_in_the_environment_is_refused_by_name():
     done = run(None, "loud")
     assert done.returncode != 0
     assert "DYNAMO_LITE_LOG='loud': expected one of debug, info, warning, error" in done.stderr
+
+
+def test_the_frontend_refuses_a_model_it_cannot_find_with_the_file_and_the_path(tmp_path):
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text(f"state_dir: {tmp_path / 'state'}\nmodels:\n  - {{name: m, path: {tmp_path / 'nowhere'}}}\n"
+                    "pools: []\n")
+    done = subprocess.run([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec), "--port", "1",
+                           "--nats-url", "nats://127.0.0.1:1", "--etcd-url", "http://127.0.0.1:1"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"error: {spec}: model path '{tmp_path / 'nowhere'}': no config.json there" in done.stderr
+    assert "Traceback" not in done.stderr
