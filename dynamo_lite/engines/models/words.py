@@ -22,6 +22,7 @@ CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{%
 
 
 def build_mock_words(target: Path) -> Path:
+    import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -33,5 +34,8 @@ def build_mock_words(target: Path) -> Path:
         fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>")
         fast.chat_template = CHAT_TEMPLATE
         fast.save_pretrained(out)
-        (out / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": VOCAB_SIZE + 1}))
+        # transformers_version: without it, transformers takes the directory for an old Mistral one and
+        # warns, at every load, that its regex is wrong.
+        (out / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": VOCAB_SIZE + 1,
+                                                     "transformers_version": transformers.__version__}))
     return target
