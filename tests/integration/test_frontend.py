@@ -1,6 +1,7 @@
 """The frontend against a mock fleet (worker agents + mock engines as processes, real NATS and etcd),
 called with the official `openai` client: streaming and not, disaggregation both ways, KV-aware
-routing, multiple models, every client error, and migration off a worker killed mid-stream.
+routing, multiple models, every client error, a second frontend on a taken port, and migration off a
+worker killed mid-stream.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -179,6 +182,19 @@ def test_errors_through_the_openai_client(fleet: Fleet) -> None:
 # --- migration ----------------------------------------------------------------------------
 SLOW_POOLS = ("  - {name: decode, role: decode, engine: mock, model: m, mock: {speedup_ratio: 1}}\n"
               "  - {name: agg, role: aggregated, engine: mock, model: agg, replicas: 0}\n")
+
+
+def test_a_second_frontend_on_a_taken_port_says_so_in_one_line(fleet: Fleet) -> None:
+    nats, etcd = fleet.servers
+    port = fleet.url.rsplit(":", 1)[1]  # the first frontend's
+    spec = fleet.log_dir.parent / "cluster.yaml"
+    done = subprocess.run([sys.executable, "-m", "dynamo_lite.frontend", "-f", str(spec),
+                           "--nats-url", nats.url, "--etcd-url", etcd.url, "--port", port],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"error: cannot listen on 127.0.0.1:{port}: " in done.stderr and "address already in use" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert fleet.health()["models"]  # the first one serves on
 
 
 def aborted(records: dict[str, WorkerRecord]) -> float:

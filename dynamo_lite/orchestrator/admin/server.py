@@ -67,8 +67,11 @@ def admin_app(spec: ClusterSpec, pools: Callable[[], Sequence[AdminPool]],
     app.router.add_get("/pools", _pools)
     app.router.add_post("/pools/{name}/scale", _scale)
     metrics = registry if registry is not None else CollectorRegistry()
-    app.router.add_get("/metrics", lambda _: web.Response(body=generate_latest(metrics),
-                                                          headers={"Content-Type": CONTENT_TYPE_LATEST}))
+
+    async def serve_metrics(_: web.Request) -> web.Response:  # aiohttp deprecates plain functions as handlers
+        return web.Response(body=generate_latest(metrics), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app.router.add_get("/metrics", serve_metrics)
     return app
 
 

@@ -19,11 +19,11 @@ def test_text_prompts_give_the_mock_engines_token_ids(tmp_path: Path) -> None:
     assert tok.encode_prompt("hello t3") == [VOCAB_SIZE, 3]  # not a mock word: <unk>
 
 
-def test_loading_it_warns_of_nothing(tmp_path: Path) -> None:
+def test_loading_it_draws_no_warning_from_transformers(tmp_path: Path) -> None:
     """transformers took a config.json without transformers_version for an old Mistral one, and warned
     at every load that the tokenizer's regex was wrong."""
     load = ("import pathlib, sys; from dynamo_lite.frontend.tokenizer import load_tokenizer; "
             "load_tokenizer('builtin:mock-words', pathlib.Path(sys.argv[1]))")
     done = subprocess.run([sys.executable, "-c", load, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
+    assert "[transformers]" not in done.stderr, done.stderr
