@@ -92,13 +92,16 @@ def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dic
     url, fe = _spawn_frontend(log_dir / "frontend.log", spec, nats.url, etcd.url)
     fleet = Fleet(url, etcd.url, agents, fe, log_dir, [nats, etcd])
 
-    respawned: set[str] = set()
+    respawned: set[str] = set()  # agents started again
+    frontend_restarted = False
     seen: list[dict] = [{}]
 
     def ready() -> bool:
         # Ports come from free_port() and are bound seconds later (the frontend binds after it has
         # loaded its tokenizers and reached etcd and NATS), so a process starting meanwhile can take
-        # one: retry each start that ends that way once, on a new port (worker/engine.py does the same).
+        # one. An agent that exits while the fleet starts is started again once (its engine picks a
+        # new port); so is a frontend whose port was taken, on a new port.
+        nonlocal frontend_restarted
         for wid, agent in list(agents.items()):
             if agent.proc.poll() is not None and wid not in respawned:  # type: ignore[attr-defined]
                 respawned.add(wid)
@@ -106,9 +109,9 @@ def start_fleet(tmp: Path, model_dir: Path, procs: SimpleNamespace, workers: dic
                 agents[wid] = procs.spawn(log_dir / "retry", spec, workers[wid], nats.url, etcd.url, wid)
         if fleet.frontend.poll() is not None:
             log = (log_dir / "frontend.log").read_text(errors="replace")
-            if "address already in use" not in log or "frontend" in respawned:
+            if "address already in use" not in log or frontend_restarted:
                 pytest.fail(f"the frontend exited ({fleet.frontend.returncode}):\n{log[-3000:]}")
-            respawned.add("frontend")
+            frontend_restarted = True
             (log_dir / "frontend.log").rename(log_dir / "frontend.port-taken.log")
             fleet.url, fleet.frontend = _spawn_frontend(log_dir / "frontend.log", spec, nats.url, etcd.url)
         seen[0] = fleet.health()
