@@ -23,7 +23,7 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend import extras, plan
+from dynamo_lite.frontend import extras, plan, responses
 from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
@@ -33,6 +33,10 @@ from dynamo_lite.frontend.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
     parse_request,
+    validated,
+)
+from dynamo_lite.frontend.schemas import (
+    json_object as _json_object,
 )
 from dynamo_lite.frontend.sse import Shape
 from dynamo_lite.frontend.state import STATE, FrontendState
@@ -51,6 +55,7 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", _counted("chat", chat_completions))
     app.router.add_post("/v1/completions", _counted("completions", completions))
+    app.router.add_post("/v1/responses", _counted("responses", responses_create))
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
@@ -132,6 +137,33 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     raw = await request.read()
     body, check = parse_request(raw, ChatCompletionRequest, state.config.frontend.strict_request_fields)
+    return await _generate(request, state, await _chat_plan(request, state, body, check, len(raw), "chatcmpl-"))
+
+
+async def responses_create(request: web.Request) -> web.StreamResponse:
+    """POST /v1/responses: a chat request underneath (responses.py), its answer reshaped."""
+    state = request.app[STATE]
+    raw = await request.read()
+    strict = state.config.frontend.strict_request_fields
+    data = _json_object(raw)
+    if (refused := responses.refusal(data)) is not None:
+        raise refused
+    req = validated(data, responses.ResponsesRequest)
+    try:
+        body, check = parse_request(msgspec.json.encode(responses.chat_body(req)), ChatCompletionRequest, strict)
+        p = await _chat_plan(request, state, body, check, len(raw), "resp_")
+    except ApiError as e:  # named as the Responses request names it
+        renamed = responses.responses_param(e.param)
+        if renamed != e.param:
+            e.message = e.message.replace(f"'{e.param}'", f"'{renamed}'")
+            e.args, e.param = (e.message,), renamed
+        raise
+    p.responses = responses.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
+    return await _generate(request, state, p)
+
+
+async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompletionRequest, check: FieldCheck,
+                     raw_len: int, id_prefix: str) -> Plan:  # fmt: skip
     tokenizer = _served(request, state, body.model)
     spec = state.models[body.model]
     opts = plan.chat_options(body, spec)
@@ -144,22 +176,22 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                      add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
                      continue_final_message=body.continue_final_message, documents=body.documents, kwargs=kwargs)
     try:  # the body's size too: many small messages make the template slow as well
-        ids = await _off_loop_if_long(max(len(raw), sum(len(m.text()) for m in body.messages)),
+        ids = await _off_loop_if_long(max(raw_len, sum(len(m.text()) for m in body.messages)),
                                       lambda m: tokenizer.encode_chat(m, chat), body.messages)
     except TemplateError as e:  # e.g. a template that insists on alternating roles
         raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
-    ids = plan.truncate(ids, body)
-    rid = "chatcmpl-" + _base_id(request, body.request_id)
+    ids = plan.truncate(ids, body, spec.max_model_len)
+    rid = id_prefix + _base_id(request, body.request_id)
     _log_fields(rid, check)
     want_prompt = body.prompt_logprobs is not None
     sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), body.prompt_logprobs), want_prompt)
     reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
                                 "messages", tokenizer, want_prompt)  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
-    p = Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
-             body.continuous_usage, prompt_logprobs_k=body.prompt_logprobs,
-             token_text=plan.token_texts(body, tokenizer))  # fmt: skip
-    return await _generate(request, state, p)
+    return Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
+                body.continuous_usage, prompt_logprobs_k=body.prompt_logprobs,
+                token_text=plan.token_texts(body, tokenizer),
+                header={"X-Request-Id": rid[len(id_prefix):]})  # fmt: skip
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -182,7 +214,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         else:
             ids = list(prompt)  # ids are 0 <= id < 2^31 (schemas.py)
             texts.append(tokenizer.decode(ids) if body.echo else "")
-        prompts.append(plan.truncate(ids, body))
+        prompts.append(plan.truncate(ids, body, state.models[body.model].max_model_len))
     rid = "cmpl-" + _base_id(request, body.request_id)
     _log_fields(rid, check)
     want_prompt = body.prompt_logprobs is not None or bool(body.echo and body.logprobs is not None)
@@ -195,7 +227,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     p = Plan(shape, reqs, list(plan.completion_choices(body, prompts, texts, tokenizer)),
              [i // body.choices for i in range(len(reqs))], bool(body.stream), body.continuous_usage,
              drop_output=body.max_tokens == 0, prompt_logprobs_k=body.prompt_logprobs,
-             token_text=plan.token_texts(body, tokenizer))  # fmt: skip
+             token_text=plan.token_texts(body, tokenizer), header={"X-Request-Id": rid[len("cmpl-"):]})  # fmt: skip
     return await _generate(request, state, p)
 
 
@@ -249,7 +281,6 @@ async def _generate(request: web.Request, state: FrontendState, p: Plan) -> web.
     if state.flow is None:
         raise ApiError(503, "The frontend is starting or stopping.", code="not_ready")
     model = p.requests[0].model
-    p.header["X-Request-Id"] = p.shape.id.split("-", 1)[1]
     mm = state.metrics.for_model(model)
     mm.in_flight.inc()
     flow = state.flow

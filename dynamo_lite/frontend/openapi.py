@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import models_json_schema
 
 from dynamo_lite.frontend.extras import DetokenizeRequest, TokenizeRequest
+from dynamo_lite.frontend.responses import ResponsesRequest
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest
 
 OPENAPI_VERSION = "3.1.0"
@@ -151,6 +152,31 @@ class CompletionChunk(_Open):
     usage: Usage | None = None
 
 
+class ResponseUsage(_Open):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class ResponseObject(_Open):
+    """A Responses API answer (responses.py); `output` holds message, reasoning and function_call items."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    model: str
+    status: Literal["completed", "incomplete", "in_progress"]
+    output: list[dict[str, Any]]
+    usage: ResponseUsage | None
+
+
+class ResponseEvent(_Open):
+    """One event of a Responses API stream (its `type` is also the SSE `event:` line)."""
+
+    type: str
+    sequence_number: int
+
+
 class ModelCard(_Open):
     id: str
     object: Literal["model"]
@@ -184,12 +210,12 @@ class Health(_Open):
     models: dict[str, dict[str, int]]  # model -> role -> workers
 
 
-_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, CompletionRequest, TokenizeRequest,
+_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, CompletionRequest, ResponsesRequest, TokenizeRequest,
                                           DetokenizeRequest)  # fmt: skip
-_GENERATION = (ChatCompletionRequest, CompletionRequest)
+_GENERATION = (ChatCompletionRequest, CompletionRequest, ResponsesRequest)
 _RESPONSES: tuple[type[BaseModel], ...] = (ErrorResponse, ChatCompletion, ChatCompletionChunk, Completion,
-                                           CompletionChunk, ModelList, ModelCard, Health, Tokens, Detokenized,
-                                           Version)  # fmt: skip
+                                           CompletionChunk, ResponseObject, ResponseEvent, ModelList, ModelCard,
+                                           Health, Tokens, Detokenized, Version)  # fmt: skip
 _ERRORS = {
     400: "The request is invalid (body, parameter, or prompt too long for the model).",
     401: "No API key, or an unknown one (only when the frontend requires keys).",
@@ -222,6 +248,8 @@ def build_document(models: Sequence[str], *, bearer_auth: bool = False, strict: 
                                                 ChatCompletion, ChatCompletionChunk),
             "/v1/completions": _generation("createCompletion", "A text completion.", CompletionRequest, Completion,
                                            CompletionChunk),
+            "/v1/responses": _generation("createResponse", "A response (OpenAI's Responses API, stateless as vLLM "
+                                         "serves it by default).", ResponsesRequest, ResponseObject, ResponseEvent),
             "/v1/models": {"get": {"operationId": "listModels", "summary": "The served models.",
                                    "responses": {"200": _json("The served models.", ModelList)}}},
             "/v1/models/{model_id}": {"get": {

@@ -38,11 +38,13 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
     )  # fmt: skip
 
 
-def truncate(ids: list[int], body: OpenAiRequest) -> list[int]:
+def truncate(ids: list[int], body: OpenAiRequest, max_model_len: int) -> list[int]:
     """truncate_prompt_tokens as vLLM applies it: keep the last N (or first, truncation_side right); -1: the model's
-    length, which the context check then enforces."""
+    length less one token, held back for the output (vLLM's `max_truncation_tokens`)."""
     n = body.truncate_prompt_tokens
-    if n is None or n < 0 or len(ids) <= n:
+    if n is not None and n < 0:
+        n = max(0, max_model_len - 1)
+    if n is None or len(ids) <= n:
         return ids
     return ids[:n] if body.truncation_side == "right" else ids[len(ids) - n:]
 

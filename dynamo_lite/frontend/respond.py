@@ -16,6 +16,7 @@ from dynamo_lite.frontend.errors import api_error, json_response
 from dynamo_lite.frontend.fanout import merged
 from dynamo_lite.frontend.logprobs import prompt_logprobs
 from dynamo_lite.frontend.request import GenerationRequest, Outcome, Piece, RequestFailed, TokenLogprob
+from dynamo_lite.frontend.responses import Envelope, ResponseEvents, output_items, status_of, usage_of
 from dynamo_lite.frontend.sse import DONE, Shape, sse, usage_body
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class Plan:
     token_text: Callable[[int], str] = str
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     header: dict[str, str] = field(default_factory=dict)
+    responses: Envelope | None = None  # a Responses API answer: one chat choice, reshaped (responses.py)
 
     def usage(self) -> dict[str, Any]:
         prompts = {p: len(self.requests[i].prompt_ids) for i, p in enumerate(self.prompt_of)}
@@ -85,6 +87,10 @@ async def _whole(plan: Plan, events: AsyncIterator[tuple[int, Piece | Outcome]])
                 body["prompt_logprobs"] = prompt_logprobs(first_prompt.get(index, []), plan.prompt_logprobs_k,
                                                           plan.token_text)
             choices.append(body)
+    if plan.responses is not None:
+        body = plan.responses.body(status_of(choices[0]["finish_reason"]), output_items(choices[0]),
+                                   usage_of(plan.usage()))
+        return json_response(body, headers=plan.header)
     extra = None
     if plan.shape.chat and plan.prompt_logprobs_k is not None:
         extra = {"prompt_logprobs": prompt_logprobs(first_prompt.get(0, []), plan.prompt_logprobs_k, plan.token_text)}
@@ -105,6 +111,8 @@ async def _stream(request: web.Request, plan: Plan,
                                            **plan.header})  # fmt: skip
     await response.prepare(request)
     shape = plan.shape
+    if plan.responses is not None:
+        return await _stream_response(response, plan, first, events)
     generated = [0] * len(plan.choices)
     try:
         if shape.chat:
@@ -140,5 +148,40 @@ async def _stream(request: web.Request, plan: Plan,
         response[STATUS_LABEL] = "stream_error"
         plan.outcomes.clear()
         await response.write(sse(api_error(e).body()) + DONE)
+    await response.write_eof()
+    return response
+
+
+async def _stream_response(response: web.StreamResponse, plan: Plan, first: tuple[int, Piece | Outcome] | None,
+                           events: AsyncIterator[tuple[int, Piece | Outcome]]) -> web.StreamResponse:  # fmt: skip
+    """A Responses API stream: its one chat choice's stream chunks as Responses events (no `[DONE]`)."""
+    assert plan.responses is not None
+    out = ResponseEvents(plan.responses)
+    choice = plan.choices[0]
+    assert isinstance(choice, ChatChoice)
+    try:
+        await response.write(out.opening())
+        event = first
+        while event is not None:
+            item = event[1]
+            if isinstance(item, Outcome):
+                plan.outcomes[0] = item
+                await response.write(out.chunk(choice.last(item)) + out.closing(item.finish_reason,
+                                                                                 usage_of(plan.usage())))
+            else:
+                body = choice.delta(item)
+                if body is not None:
+                    await response.write(out.chunk(body))
+            event = await anext(events, None)
+    except ConnectionResetError:
+        log.info("request %s: client went away; engine requests closed", plan.shape.id)
+        response[STATUS_LABEL] = "client_closed"
+        plan.outcomes.clear()
+        return response
+    except RequestFailed as e:
+        log.warning("request %s failed mid-stream: %s", plan.shape.id, e.message)
+        response[STATUS_LABEL] = "stream_error"
+        plan.outcomes.clear()
+        await response.write(out.failed(api_error(e).body()))
     await response.write_eof()
     return response

@@ -226,6 +226,13 @@ def parse_body(raw: bytes, model: type[M], strict: bool = False) -> M:
 
 def parse_request(raw: bytes, model: type[M], strict: bool = False) -> tuple[M, FieldCheck]:
     """The body under the field policy (policy.py), and what the policy dropped."""
+    data = json_object(raw)
+    check = apply_policy(data, _declared(model), strict)
+    return validated(data, model), check
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A body decoded, or ApiError(400) if it is not a JSON object."""
     try:
         data = _JSON.decode(raw)
     except (msgspec.DecodeError, RecursionError):  # msgspec nests on the C stack: deep `[[[[...` is a RecursionError
@@ -234,9 +241,13 @@ def parse_request(raw: bytes, model: type[M], strict: bool = False) -> tuple[M, 
                        code="invalid_json") from None  # fmt: skip
     if not isinstance(data, dict):
         raise ApiError(400, f"The request body must be a JSON object, got {type(data).__name__}.", code="invalid_json")
-    check = apply_policy(data, _declared(model), strict)
+    return data
+
+
+def validated(data: dict[str, Any], model: type[M]) -> M:
+    """`data` as `model`, or ApiError(400) naming the first offending parameter."""
     try:
-        return model.model_validate(data), check
+        return model.model_validate(data)
     except pydantic.ValidationError as e:
         raise _explain(e) from None
 

@@ -193,3 +193,34 @@ def test_ignore_eos_returns_exactly_max_tokens(cluster: Up, pd: bool) -> None:
     forced = cluster.client.chat.completions.create(model="smollm2", messages=messages, max_tokens=64, temperature=0,
                                                     extra_body={"ignore_eos": True})
     assert forced.usage.completion_tokens == 64 and forced.choices[0].finish_reason == "length"
+
+
+def sse_events(url: str, body: dict) -> list[dict]:
+    request = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    text = urllib.request.urlopen(request, timeout=300).read().decode()
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+
+
+@PD
+def test_responses_equal_the_engine_s_own(cluster: Up, pd: bool) -> None:
+    """/v1/responses, greedy: the frontend's answer (a chat request underneath) and vLLM's own endpoint on the
+    engine give the same text, token counts, fields and stream of events."""
+    body = {"model": "smollm2", "instructions": "Answer in a few words.", "input": chat(pd, "resp", "Name a fruit."),
+            "max_output_tokens": 12, "temperature": 0}
+    before = remote_decisions(cluster)
+    ours = post(f"{cluster.base}/v1/responses", body)
+    assert remote_decisions(cluster) == before + pd
+    engine = f"{engine_urls(cluster.state)['decode']}/v1/responses"
+    theirs = post(engine, body)
+    text = [[part["text"] for item in r["output"] for part in item["content"]] for r in (ours, theirs)]
+    assert text[0] == text[1] and text[0][0]
+    assert ours["usage"]["input_tokens"] == theirs["usage"]["input_tokens"]
+    assert (ours["usage"]["output_tokens"], ours["status"]) == (theirs["usage"]["output_tokens"], theirs["status"])
+    assert set(ours) == set(theirs) and set(ours["output"][0]) == set(theirs["output"][0])
+    streams = sse_events(f"{cluster.base}/v1/responses", body), sse_events(engine, body)
+    assert [e["type"] for e in streams[0]] == [e["type"] for e in streams[1]]
+    for mine, engine_event in zip(*streams, strict=True):
+        assert set(mine) == set(engine_event), (mine, engine_event)
+    done = [stream[-1]["response"] for stream in streams]
+    assert done[0]["output"][0]["content"][0]["text"] == text[0][0] == done[1]["output"][0]["content"][0]["text"]

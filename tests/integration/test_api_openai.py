@@ -230,6 +230,92 @@ def test_many_choices(client: openai.OpenAI) -> None:
     assert [c.index for c in out.choices] == list(range(200)) and out.usage.completion_tokens == 400
 
 
+FLAT_WEATHER = {"type": "function", **WEATHER["function"]}  # the Responses API's tools are flat
+
+
+def test_responses_text_whole_and_streamed(client: openai.OpenAI) -> None:
+    """/v1/responses: instructions and input rendered as the chat messages they stand for; the SDK's
+    stream helper accepts the events and builds the same response."""
+    r = client.responses.create(model="a", instructions="Be brief.", input="What is the weather in Paris?",
+                                max_output_tokens=12, extra_body=script("Hello big world"))
+    chat = client.chat.completions.create(model="a", max_tokens=1, messages=[
+        {"role": "system", "content": "Be brief."}, *HI])
+    assert r.status == "completed" and r.output_text == "Hello big world" and r.id.startswith("resp_")
+    assert r.usage.input_tokens == chat.usage.prompt_tokens and r.usage.output_tokens == 4
+    assert r.instructions == "Be brief." and r.max_output_tokens == 12
+    cut = client.responses.create(model="a", input=HI, max_output_tokens=2, extra_body=script("Hello big world"))
+    assert cut.status == "incomplete" and cut.incomplete_details.reason == "max_output_tokens"
+    with client.responses.stream(model="a", input="Hi", max_output_tokens=12,
+                                 extra_body=script("Hello big world")) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
+                          "response.completed"]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == "Hello big world"
+    assert final.output_text == "Hello big world" and final.usage.output_tokens == 4
+
+
+def test_responses_tool_calls_and_their_outputs(url: str, client: openai.OpenAI) -> None:
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    r = client.responses.create(model="a", input="What is the weather in Paris?", tools=[FLAT_WEATHER],
+                                extra_body=script(call), max_output_tokens=60)
+    (fc,) = [item for item in r.output if item.type == "function_call"]
+    assert fc.name == "get_weather" and json.loads(fc.arguments) == {"city": "Paris"} and fc.call_id
+    with client.responses.stream(model="a", input="What is the weather in Paris?", tools=[FLAT_WEATHER],
+                                 extra_body=script(call), max_output_tokens=60) as stream:
+        done = [e for e in stream if e.type == "response.function_call_arguments.done"]
+        final = stream.get_final_response()
+    assert [json.loads(e.arguments) for e in done] == [{"city": "Paris"}]
+    assert [i.name for i in final.output if i.type == "function_call"] == ["get_weather"]
+    # The next turn: the call and its output go back as input items, rendered as the chat tool turns.
+    turn = [{"role": "user", "content": "What is the weather in Paris?"}, fc.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": fc.call_id, "output": "21 C and sunny"}]
+    answer = client.responses.create(model="a", input=turn, tools=[FLAT_WEATHER], max_output_tokens=8,
+                                     extra_body=script("Sunny."))
+    history = [*HI, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": fc.call_id, "type": "function", "function": {"name": "get_weather", "arguments": fc.arguments}}]},
+        {"role": "tool", "tool_call_id": fc.call_id, "content": "21 C and sunny"}]
+    tokens = post(url, "/tokenize", {"model": "a", "messages": history, "tools": [WEATHER]})["count"]
+    assert answer.output_text == "Sunny." and answer.usage.input_tokens == tokens
+
+
+def test_a_prompt_too_long_is_truncated_to_fit_when_asked(client: openai.OpenAI) -> None:
+    """truncate_prompt_tokens -1 (chat) and truncation auto (Responses): the model's length less one token, as
+    vLLM's max_truncation_tokens; without them the same prompt is a 400."""
+    long_text = " ".join(f"w{i}" for i in range(3000))
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="a", messages=[{"role": "user", "content": long_text}], max_tokens=1)
+    chat = client.chat.completions.create(model="a", messages=[{"role": "user", "content": long_text}],
+                                          max_tokens=1, extra_body={"truncate_prompt_tokens": -1})
+    assert chat.usage.prompt_tokens == 2047 and chat.usage.completion_tokens == 1
+    r = client.responses.create(model="a", input=long_text, truncation="auto", max_output_tokens=1)
+    assert r.usage.input_tokens == 2047 and r.usage.output_tokens == 1
+
+
+def test_responses_reasoning_format_and_what_is_refused(client: openai.OpenAI) -> None:
+    r = client.responses.create(model="a", input=HI, extra_body=script("<think>It is June.</think>Sunny."),
+                                max_output_tokens=60)
+    assert [i.type for i in r.output] == ["reasoning", "message"] and r.output_text == "Sunny."
+    assert r.output[0].content[0].text == "It is June."
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    shaped = client.responses.create(model="a", input=HI, max_output_tokens=40, text={"format": {
+        "type": "json_schema", "name": "n", "schema": schema, "strict": True}})
+    jsonschema.validate(json.loads(shaped.output_text), schema)
+    with pytest.raises(openai.NotFoundError, match="resp_gone"):  # nothing is stored, as vLLM by default
+        client.responses.create(model="a", input="Hi", previous_response_id="resp_gone")
+    for kwargs, param in (({"background": True}, "background"),
+                          ({"tools": [{"type": "web_search_preview"}]}, "tools[0]"),
+                          ({"max_output_tokens": 0}, "max_output_tokens"),
+                          ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.responses.create(**{"model": "a", "input": "Hi", **kwargs})  # type: ignore[call-overload]
+        assert e.value.body["param"] == param, e.value.body  # type: ignore[index]
+
+
 BENCH = """import sys
 from vllm.benchmarks.serve import add_cli_args, main
 from vllm.utils.argparse_utils import FlexibleArgumentParser

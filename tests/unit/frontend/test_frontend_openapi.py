@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
 from dynamo_lite.frontend.errors import ApiError, error_body
 from dynamo_lite.frontend.openapi import (
     ChatCompletion,
@@ -23,19 +24,20 @@ from dynamo_lite.frontend.openapi import (
     ErrorResponse,
     build_document,
 )
+from dynamo_lite.frontend.request import Outcome, Piece
+from dynamo_lite.frontend.responses import ResponsesRequest
 from dynamo_lite.frontend.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
     parse_body,
 )
-from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
-from dynamo_lite.frontend.request import Outcome, Piece
 from dynamo_lite.frontend.sse import Shape, usage_body
 from tests.unit.frontend.conftest import Harness
 
 MODELS = ["m", "agg"]
 DOC = build_document(MODELS)
-GENERATE = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}
+GENERATE = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest,
+            "/v1/responses": ResponsesRequest}
 
 
 def refs(node: Any) -> Iterator[str]:
@@ -58,7 +60,8 @@ def validator(name: str) -> Draft202012Validator:
 def test_paths_methods_and_statuses() -> None:
     assert DOC["openapi"].startswith("3.1")
     methods = {path: set(item) for path, item in DOC["paths"].items()}
-    assert methods == {"/v1/chat/completions": {"post"}, "/v1/completions": {"post"}, "/v1/models": {"get"},
+    assert methods == {"/v1/chat/completions": {"post"}, "/v1/completions": {"post"}, "/v1/responses": {"post"},
+                       "/v1/models": {"get"},
                        "/v1/models/{model_id}": {"get"}, "/tokenize": {"post"}, "/detokenize": {"post"},
                        "/version": {"get"}, "/health": {"get"}}  # fmt: skip
     for path in GENERATE:
@@ -103,7 +106,7 @@ def test_schemathesis_loads_it() -> None:
     schema = schemathesis.openapi.from_dict(DOC)
     schema.validate()  # against the OpenAPI 3.1 meta-schema
     labels = [result.ok().label for result in schema.get_all_operations()]
-    assert labels == ["POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models",
+    assert labels == ["POST /v1/chat/completions", "POST /v1/completions", "POST /v1/responses", "GET /v1/models",
                       "GET /v1/models/{model_id}", "POST /tokenize", "POST /detokenize", "GET /version", "GET /health"]
 
 
