@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.frontend.admission import Admission, ApiKeys, band
-from dynamo_lite.frontend.errors import openai_errors
+from dynamo_lite.frontend.errors import ANTHROPIC_PATHS, openai_errors
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.flow import RequestFlow
 from dynamo_lite.frontend.handlers import add_routes
@@ -65,7 +65,10 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
 async def _require_api_key(request: web.Request, handler: Callable) -> web.StreamResponse:
     """/v1/* needs a key when keys are configured; /health, /metrics and /openapi.json stay open (as in vLLM)."""
     if request.path.startswith("/v1/"):
-        request.app[STATE].api_keys.check(request.headers.get("Authorization"))
+        authorization = request.headers.get("Authorization")
+        if authorization is None and request.path.startswith(ANTHROPIC_PATHS) and "x-api-key" in request.headers:
+            authorization = f"Bearer {request.headers['x-api-key']}"  # how Anthropic's clients send a key
+        request.app[STATE].api_keys.check(authorization)
     return await handler(request)
 
 

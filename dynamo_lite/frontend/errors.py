@@ -90,8 +90,29 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
                         headers=headers)
 
 
+ANTHROPIC_PATHS = "/v1/messages"  # Anthropic's API: its errors in Anthropic's shape, as vLLM answers there
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error"}
+
+
+def anthropic_error(body: dict[str, Any], status: int) -> dict[str, Any]:
+    """An OpenAI error body in Anthropic's shape: {"type": "error", "error": {"type", "message"}}."""
+    kind = _ANTHROPIC_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": body["error"]["message"]}}
+
+
 @web.middleware
 async def openai_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    response = await _errors_as_json(request, handler)
+    if response.status >= 400 and request.path.startswith(ANTHROPIC_PATHS) and isinstance(response, web.Response) \
+            and response.content_type == "application/json" and isinstance(response.body, bytes):
+        body = msgspec.json.decode(response.body)
+        if isinstance(body, dict) and isinstance(body.get("error"), dict) and "message" in body["error"]:
+            response.body = msgspec.json.encode(anthropic_error(body, response.status))
+    return response
+
+
+async def _errors_as_json(request: web.Request, handler: Any) -> web.StreamResponse:
     if (request.content_length or 0) > request.client_max_size:
         return _too_large(request)
     try:

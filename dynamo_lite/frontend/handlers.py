@@ -11,11 +11,12 @@ as vLLM takes it; it names the response, the log lines and the engine requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 import msgspec
@@ -23,7 +24,7 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend import extras, plan, responses
+from dynamo_lite.frontend import anthropic, extras, plan, responses
 from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
@@ -56,6 +57,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", _counted("chat", chat_completions))
     app.router.add_post("/v1/completions", _counted("completions", completions))
     app.router.add_post("/v1/responses", _counted("responses", responses_create))
+    app.router.add_post("/v1/messages", _counted("messages", messages_create))
+    app.router.add_post("/v1/messages/count_tokens", messages_count_tokens)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
@@ -149,25 +152,55 @@ async def responses_create(request: web.Request) -> web.StreamResponse:
     if (refused := responses.refusal(data)) is not None:
         raise refused
     req = validated(data, responses.ResponsesRequest)
-    try:
+    with _renamed(responses.responses_param):
         body, check = parse_request(msgspec.json.encode(responses.chat_body(req)), ChatCompletionRequest, strict)
         p = await _chat_plan(request, state, body, check, len(raw), "resp_")
-    except ApiError as e:  # named as the Responses request names it
-        renamed = responses.responses_param(e.param)
-        if renamed != e.param:
-            e.message = e.message.replace(f"'{e.param}'", f"'{renamed}'")
-            e.args, e.param = (e.message,), renamed
-        raise
-    p.responses = responses.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
+    p.reshape = responses.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
     return await _generate(request, state, p)
 
 
-async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompletionRequest, check: FieldCheck,
-                     raw_len: int, id_prefix: str) -> Plan:  # fmt: skip
+async def messages_create(request: web.Request) -> web.StreamResponse:
+    """POST /v1/messages (Anthropic's Messages API): a chat request underneath (anthropic.py), its answer reshaped."""
+    state = request.app[STATE]
+    raw = await request.read()
+    req = validated(_json_object(raw), anthropic.MessagesRequest)
+    with _renamed(anthropic.anthropic_param):
+        chat = msgspec.json.encode(anthropic.chat_body(req))
+        body, check = parse_request(chat, ChatCompletionRequest, state.config.frontend.strict_request_fields)
+        p = await _chat_plan(request, state, body, check, len(raw), "msg_")
+    p.reshape = anthropic.Reply(p.shape.id, body.model)
+    return await _generate(request, state, p)
+
+
+async def messages_count_tokens(request: web.Request) -> web.Response:
+    """POST /v1/messages/count_tokens: the prompt's tokens, as the chat template renders the request."""
+    state = request.app[STATE]
+    raw = await request.read()
+    req = validated(_json_object(raw), anthropic.CountTokensRequest)
+    with _renamed(anthropic.anthropic_param):
+        chat = msgspec.json.encode(anthropic.chat_body(req))
+        body, _ = parse_request(chat, ChatCompletionRequest, state.config.frontend.strict_request_fields)
+        n = len(await _chat_ids(request, state, body, len(raw)))
+    return json_response({"input_tokens": n, "context_management": {"original_input_tokens": n}})
+
+
+@contextlib.contextmanager
+def _renamed(rename: Callable[[str | None], str | None]) -> Iterator[None]:
+    """An error about the chat request underneath names the field as the client's API calls it."""
+    try:
+        yield
+    except ApiError as e:
+        new = rename(e.param)
+        if new != e.param:
+            e.message = e.message.replace(f"'{e.param}'", f"'{new}'")
+            e.args, e.param = (e.message,), new
+        raise
+
+
+async def _chat_ids(request: web.Request, state: FrontendState, body: ChatCompletionRequest, raw_len: int) -> list[int]:
+    """The prompt's token ids: the messages through the model's chat template (with tools, documents, kwargs)."""
     tokenizer = _served(request, state, body.model)
     spec = state.models[body.model]
-    opts = plan.chat_options(body, spec)
-    structured = plan.tool_structured(body) or body.structured()
     kwargs = dict(body.chat_template_kwargs or {})
     if body.reasoning_effort is not None:
         kwargs.setdefault("reasoning_effort", body.reasoning_effort)
@@ -176,10 +209,19 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
                      add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
                      continue_final_message=body.continue_final_message, documents=body.documents, kwargs=kwargs)
     try:  # the body's size too: many small messages make the template slow as well
-        ids = await _off_loop_if_long(max(raw_len, sum(len(m.text()) for m in body.messages)),
-                                      lambda m: tokenizer.encode_chat(m, chat), body.messages)
+        return await _off_loop_if_long(max(raw_len, sum(len(m.text()) for m in body.messages)),
+                                       lambda m: tokenizer.encode_chat(m, chat), body.messages)
     except TemplateError as e:  # e.g. a template that insists on alternating roles
         raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
+
+
+async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompletionRequest, check: FieldCheck,
+                     raw_len: int, id_prefix: str) -> Plan:  # fmt: skip
+    ids = await _chat_ids(request, state, body, raw_len)
+    tokenizer = state.tokenizers[body.model]
+    spec = state.models[body.model]
+    opts = plan.chat_options(body, spec)
+    structured = plan.tool_structured(body) or body.structured()
     ids = plan.truncate(ids, body, spec.max_model_len)
     rid = id_prefix + _base_id(request, body.request_id)
     _log_fields(rid, check)

@@ -18,6 +18,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import models_json_schema
 
+from dynamo_lite.frontend.anthropic import CountTokensRequest, MessagesRequest
 from dynamo_lite.frontend.extras import DetokenizeRequest, TokenizeRequest
 from dynamo_lite.frontend.responses import ResponsesRequest
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest
@@ -177,6 +178,40 @@ class ResponseEvent(_Open):
     sequence_number: int
 
 
+class AnthropicErrorDetail(_Open):
+    type: str
+    message: str
+
+
+class AnthropicErrorResponse(_Open):
+    """Every error of /v1/messages and /v1/messages/count_tokens, in Anthropic's shape."""
+
+    type: Literal["error"]
+    error: AnthropicErrorDetail
+
+
+class AnthropicMessage(_Open):
+    """An Anthropic Messages answer (anthropic.py); `content` holds text, thinking and tool_use blocks."""
+
+    id: str
+    type: Literal["message"]
+    role: Literal["assistant"]
+    content: list[dict[str, Any]]
+    model: str
+    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"] | None
+    usage: dict[str, int]
+
+
+class AnthropicEvent(_Open):
+    """One event of an Anthropic Messages stream (its `type` is also the SSE `event:` line)."""
+
+    type: str
+
+
+class TokenCount(_Open):
+    input_tokens: int
+
+
 class ModelCard(_Open):
     id: str
     object: Literal["model"]
@@ -210,11 +245,12 @@ class Health(_Open):
     models: dict[str, dict[str, int]]  # model -> role -> workers
 
 
-_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, CompletionRequest, ResponsesRequest, TokenizeRequest,
-                                          DetokenizeRequest)  # fmt: skip
-_GENERATION = (ChatCompletionRequest, CompletionRequest, ResponsesRequest)
+_REQUESTS: tuple[type[BaseModel], ...] = (ChatCompletionRequest, CompletionRequest, ResponsesRequest, MessagesRequest,
+                                          CountTokensRequest, TokenizeRequest, DetokenizeRequest)  # fmt: skip
+_GENERATION = (ChatCompletionRequest, CompletionRequest, ResponsesRequest, MessagesRequest, CountTokensRequest)
 _RESPONSES: tuple[type[BaseModel], ...] = (ErrorResponse, ChatCompletion, ChatCompletionChunk, Completion,
-                                           CompletionChunk, ResponseObject, ResponseEvent, ModelList, ModelCard,
+                                           CompletionChunk, ResponseObject, ResponseEvent, AnthropicErrorResponse,
+                                           AnthropicMessage, AnthropicEvent, TokenCount, ModelList, ModelCard,
                                            Health, Tokens, Detokenized, Version)  # fmt: skip
 _ERRORS = {
     400: "The request is invalid (body, parameter, or prompt too long for the model).",
@@ -250,6 +286,10 @@ def build_document(models: Sequence[str], *, bearer_auth: bool = False, strict: 
                                            CompletionChunk),
             "/v1/responses": _generation("createResponse", "A response (OpenAI's Responses API, stateless as vLLM "
                                          "serves it by default).", ResponsesRequest, ResponseObject, ResponseEvent),
+            "/v1/messages": _generation("createMessage", "A message (Anthropic's Messages API, as vLLM serves it).",
+                                        MessagesRequest, AnthropicMessage, AnthropicEvent, AnthropicErrorResponse),
+            "/v1/messages/count_tokens": _post("countTokens", "The prompt's tokens of a Messages request.",
+                                               CountTokensRequest, TokenCount, AnthropicErrorResponse),
             "/v1/models": {"get": {"operationId": "listModels", "summary": "The served models.",
                                    "responses": {"200": _json("The served models.", ModelList)}}},
             "/v1/models/{model_id}": {"get": {
@@ -294,10 +334,10 @@ def _json(description: str, model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _generation(operation_id: str, summary: str, request: type[BaseModel], response: type[BaseModel],
-                chunk: type[BaseModel]) -> dict[str, Any]:  # fmt: skip
+                chunk: type[BaseModel], error: type[BaseModel] = ErrorResponse) -> dict[str, Any]:  # fmt: skip
     ok = _json("The answer, or with `stream: true` its server-sent events.", response)
-    ok["content"]["text/event-stream"] = {"schema": _sse_event(chunk)}
-    errors = {str(status): _json(text, ErrorResponse) for status, text in _ERRORS.items()}
+    ok["content"]["text/event-stream"] = {"schema": _sse_event(chunk, error)}
+    errors = {str(status): _json(text, error) for status, text in _ERRORS.items()}
     errors["429"]["headers"] = {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}}
     return {"post": {
         "operationId": operation_id,
@@ -307,18 +347,18 @@ def _generation(operation_id: str, summary: str, request: type[BaseModel], respo
     }}  # fmt: skip
 
 
-def _post(operation_id: str, summary: str, request: type[BaseModel], response: type[BaseModel]) -> dict[str, Any]:
+def _post(operation_id: str, summary: str, request: type[BaseModel], response: type[BaseModel],
+          error: type[BaseModel] = ErrorResponse) -> dict[str, Any]:  # fmt: skip
     return {"post": {"operationId": operation_id, "summary": summary,
                      "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(request)}}},
-                     "responses": {"200": _json(summary, response), "400": _json(_ERRORS[400], ErrorResponse),
-                                   "404": _json(_ERRORS[404], ErrorResponse),
-                                   "413": _json(_ERRORS[413], ErrorResponse)}}}  # fmt: skip
+                     "responses": {"200": _json(summary, response), "400": _json(_ERRORS[400], error),
+                                   "404": _json(_ERRORS[404], error), "413": _json(_ERRORS[413], error)}}}  # fmt: skip
 
 
-def _sse_event(chunk: type[BaseModel]) -> dict[str, Any]:
+def _sse_event(chunk: type[BaseModel], error: type[BaseModel] = ErrorResponse) -> dict[str, Any]:
     """One event of a stream (OpenAPI before 3.2: `schema` of text/event-stream describes an event): `data:`
     holds a chunk, or an error that broke off the stream, or is the final `[DONE]`."""
-    payload = {"anyOf": [_ref(chunk), _ref(ErrorResponse)]}
+    payload = {"anyOf": [_ref(chunk), _ref(error)]}
     data = {"type": "string", "if": {"const": "[DONE]"},
             "else": {"contentMediaType": "application/json", "contentSchema": payload}}  # fmt: skip
     return {"type": "object", "required": ["data"], "properties": {"data": data}}

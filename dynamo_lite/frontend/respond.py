@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -16,11 +16,27 @@ from dynamo_lite.frontend.errors import api_error, json_response
 from dynamo_lite.frontend.fanout import merged
 from dynamo_lite.frontend.logprobs import prompt_logprobs
 from dynamo_lite.frontend.request import GenerationRequest, Outcome, Piece, RequestFailed, TokenLogprob
-from dynamo_lite.frontend.responses import Envelope, ResponseEvents, output_items, status_of, usage_of
 from dynamo_lite.frontend.sse import DONE, Shape, sse, usage_body
 
 log = logging.getLogger(__name__)
 STATUS_LABEL = web.ResponseKey("status_label", str)  # overrides the HTTP status in the request counter
+
+
+class StreamEvents(Protocol):
+    """A stream in another API's events, built from the one chat choice's stream chunks."""
+
+    def opening(self, usage: dict[str, Any]) -> bytes: ...
+    def chunk(self, choice: dict[str, Any]) -> bytes: ...
+    def closing(self, outcome: Outcome, usage: dict[str, Any]) -> bytes: ...
+    def failed(self, error: dict[str, Any]) -> bytes: ...
+
+
+class Reshape(Protocol):
+    """Another API served by one chat choice (the Responses API, Anthropic's Messages): its whole answer
+    from the chat choice and usage, or its stream's events."""
+
+    def whole(self, choice: dict[str, Any], outcome: Outcome, usage: dict[str, Any]) -> dict[str, Any]: ...
+    def events(self) -> StreamEvents: ...
 
 
 @dataclass
@@ -38,7 +54,7 @@ class Plan:
     token_text: Callable[[int], str] = str
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     header: dict[str, str] = field(default_factory=dict)
-    responses: Envelope | None = None  # a Responses API answer: one chat choice, reshaped (responses.py)
+    reshape: Reshape | None = None  # another API's answer, from its one chat choice
 
     def usage(self) -> dict[str, Any]:
         prompts = {p: len(self.requests[i].prompt_ids) for i, p in enumerate(self.prompt_of)}
@@ -87,10 +103,8 @@ async def _whole(plan: Plan, events: AsyncIterator[tuple[int, Piece | Outcome]])
                 body["prompt_logprobs"] = prompt_logprobs(first_prompt.get(index, []), plan.prompt_logprobs_k,
                                                           plan.token_text)
             choices.append(body)
-    if plan.responses is not None:
-        body = plan.responses.body(status_of(choices[0]["finish_reason"]), output_items(choices[0]),
-                                   usage_of(plan.usage()))
-        return json_response(body, headers=plan.header)
+    if plan.reshape is not None:
+        return json_response(plan.reshape.whole(choices[0], plan.outcomes[0], plan.usage()), headers=plan.header)
     extra = None
     if plan.shape.chat and plan.prompt_logprobs_k is not None:
         extra = {"prompt_logprobs": prompt_logprobs(first_prompt.get(0, []), plan.prompt_logprobs_k, plan.token_text)}
@@ -111,8 +125,8 @@ async def _stream(request: web.Request, plan: Plan,
                                            **plan.header})  # fmt: skip
     await response.prepare(request)
     shape = plan.shape
-    if plan.responses is not None:
-        return await _stream_response(response, plan, first, events)
+    if plan.reshape is not None:
+        return await _stream_reshaped(response, plan, first, events)
     generated = [0] * len(plan.choices)
     try:
         if shape.chat:
@@ -152,22 +166,21 @@ async def _stream(request: web.Request, plan: Plan,
     return response
 
 
-async def _stream_response(response: web.StreamResponse, plan: Plan, first: tuple[int, Piece | Outcome] | None,
+async def _stream_reshaped(response: web.StreamResponse, plan: Plan, first: tuple[int, Piece | Outcome] | None,
                            events: AsyncIterator[tuple[int, Piece | Outcome]]) -> web.StreamResponse:  # fmt: skip
-    """A Responses API stream: its one chat choice's stream chunks as Responses events (no `[DONE]`)."""
-    assert plan.responses is not None
-    out = ResponseEvents(plan.responses)
+    """Another API's stream (`plan.reshape`): its one chat choice's stream chunks as that API's events."""
+    assert plan.reshape is not None
+    out = plan.reshape.events()
     choice = plan.choices[0]
     assert isinstance(choice, ChatChoice)
     try:
-        await response.write(out.opening())
+        await response.write(out.opening(usage_body(len(plan.requests[0].prompt_ids), 0)))
         event = first
         while event is not None:
             item = event[1]
             if isinstance(item, Outcome):
                 plan.outcomes[0] = item
-                await response.write(out.chunk(choice.last(item)) + out.closing(item.finish_reason,
-                                                                                 usage_of(plan.usage())))
+                await response.write(out.chunk(choice.last(item)) + out.closing(item, plan.usage()))
             else:
                 body = choice.delta(item)
                 if body is not None:

@@ -21,11 +21,12 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from dynamo_lite.frontend.errors import ApiError
-from dynamo_lite.frontend.schemas import MAX_MESSAGES
+from dynamo_lite.frontend.request import Outcome
+from dynamo_lite.frontend.schemas import MAX_MESSAGES, rename_param
 
 _encode = msgspec.json.encode
-# A chat field named in an error, as the Responses request calls it (every message error is about `input`).
-_RESPONSES_NAME = {"messages": "input", "max_completion_tokens": "max_output_tokens",
+# A chat field named in an error, as the Responses request calls it.
+_RESPONSES_NAME = {"max_completion_tokens": "max_output_tokens",
                    "response_format": "text.format", "reasoning_effort": "reasoning.effort", "logprobs": "include",
                    "truncate_prompt_tokens": "truncation"}
 # Declared below, accepted and not acted on, as vLLM does (echoed in the response where it has a field there).
@@ -83,12 +84,7 @@ def refusal(body: dict[str, Any]) -> ApiError | None:
 
 def responses_param(param: str | None) -> str | None:
     """The Responses field for a chat field named in a validation error."""
-    if param is None:
-        return None
-    head = param.split("[", 1)[0].split(".", 1)[0]
-    if head == "messages":
-        return "input"
-    return _RESPONSES_NAME.get(head, head) + param[len(head):]
+    return rename_param(param, _RESPONSES_NAME, "input")
 
 
 def _bad(message: str, param: str) -> ApiError:
@@ -243,6 +239,13 @@ class Envelope:
     request: ResponsesRequest
     max_output_tokens: int
 
+    def whole(self, choice: dict[str, Any], outcome: Outcome, usage: dict[str, Any]) -> dict[str, Any]:
+        """The answer, from the whole chat choice (choice.py `message`) and the chat usage."""
+        return self.body(status_of(outcome.finish_reason), output_items(choice), usage_of(usage))
+
+    def events(self) -> ResponseEvents:
+        return ResponseEvents(self)
+
     def body(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
         r = self.request
         extra = r.model_extra or {}
@@ -342,7 +345,7 @@ class ResponseEvents:
         self.open: _Open | None = None
         self.logprobs = envelope.request.logprobs_asked()
 
-    def opening(self) -> bytes:
+    def opening(self, usage: dict[str, Any]) -> bytes:
         body = self.envelope.body("in_progress", [], None)
         return self._event("response.created", response=body) + self._event("response.in_progress", response=body)
 
@@ -368,9 +371,9 @@ class ResponseEvents:
                                    output_index=self.open.index, delta=function["arguments"])
         return out
 
-    def closing(self, finish_reason: str | None, usage: dict[str, Any]) -> bytes:
+    def closing(self, outcome: Outcome, usage: dict[str, Any]) -> bytes:
         out = self._close()
-        body = self.envelope.body(status_of(finish_reason), self.items, usage)
+        body = self.envelope.body(status_of(outcome.finish_reason), self.items, usage_of(usage))
         return out + self._event("response.completed", response=body)
 
     def failed(self, error: dict[str, Any]) -> bytes:

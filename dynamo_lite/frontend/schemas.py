@@ -231,6 +231,18 @@ def parse_request(raw: bytes, model: type[M], strict: bool = False) -> tuple[M, 
     return validated(data, model), check
 
 
+def rename_param(param: str | None, names: dict[str, str], messages: str) -> str | None:
+    """A chat request's field named in an error, as another API served by it (Responses, Anthropic's Messages)
+    names it: `names` maps top-level fields; an error anywhere in the chat messages is about `messages` there,
+    whose items do not map one to one."""
+    if param is None:
+        return None
+    head = param.split("[", 1)[0].split(".", 1)[0]
+    if head == "messages":
+        return messages
+    return names.get(head, head) + param[len(head):]
+
+
 def json_object(raw: bytes) -> dict[str, Any]:
     """A body decoded, or ApiError(400) if it is not a JSON object."""
     try:

@@ -202,25 +202,48 @@ def sse_events(url: str, body: dict) -> list[dict]:
     return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
 
 
+def both_ways(cluster: Up, pd: bool, path: str, body: dict) -> tuple[dict, dict, list[list[dict]]]:
+    """The frontend's answer (checked to prefill remotely with `pd`) and the decode engine's own, then both
+    streams, whose events must agree in type and fields."""
+    before = remote_decisions(cluster)
+    ours = post(f"{cluster.base}{path}", body)
+    assert remote_decisions(cluster) == before + pd
+    engine = f"{engine_urls(cluster.state)['decode']}{path}"
+    theirs = post(engine, body)
+    streams = [sse_events(f"{cluster.base}{path}", body), sse_events(engine, body)]
+    assert [e["type"] for e in streams[0]] == [e["type"] for e in streams[1]]
+    for mine, engine_event in zip(*streams, strict=True):
+        assert set(mine) == set(engine_event), (mine, engine_event)
+    return ours, theirs, streams
+
+
 @PD
 def test_responses_equal_the_engine_s_own(cluster: Up, pd: bool) -> None:
     """/v1/responses, greedy: the frontend's answer (a chat request underneath) and vLLM's own endpoint on the
     engine give the same text, token counts, fields and stream of events."""
     body = {"model": "smollm2", "instructions": "Answer in a few words.", "input": chat(pd, "resp", "Name a fruit."),
             "max_output_tokens": 12, "temperature": 0}
-    before = remote_decisions(cluster)
-    ours = post(f"{cluster.base}/v1/responses", body)
-    assert remote_decisions(cluster) == before + pd
-    engine = f"{engine_urls(cluster.state)['decode']}/v1/responses"
-    theirs = post(engine, body)
+    ours, theirs, streams = both_ways(cluster, pd, "/v1/responses", body)
     text = [[part["text"] for item in r["output"] for part in item["content"]] for r in (ours, theirs)]
     assert text[0] == text[1] and text[0][0]
     assert ours["usage"]["input_tokens"] == theirs["usage"]["input_tokens"]
     assert (ours["usage"]["output_tokens"], ours["status"]) == (theirs["usage"]["output_tokens"], theirs["status"])
     assert set(ours) == set(theirs) and set(ours["output"][0]) == set(theirs["output"][0])
-    streams = sse_events(f"{cluster.base}/v1/responses", body), sse_events(engine, body)
-    assert [e["type"] for e in streams[0]] == [e["type"] for e in streams[1]]
-    for mine, engine_event in zip(*streams, strict=True):
-        assert set(mine) == set(engine_event), (mine, engine_event)
     done = [stream[-1]["response"] for stream in streams]
     assert done[0]["output"][0]["content"][0]["text"] == text[0][0] == done[1]["output"][0]["content"][0]["text"]
+
+
+@PD
+def test_anthropic_messages_equal_the_engine_s_own(cluster: Up, pd: bool) -> None:
+    """/v1/messages (Anthropic's API), greedy: the frontend's answer and vLLM's own endpoint on the engine give
+    the same text, stop reason, token counts, fields and stream of events."""
+    body = {"model": "smollm2", "system": "Answer in a few words.", "messages": chat(pd, "anth", "Name a colour."),
+            "max_tokens": 12, "temperature": 0}
+    ours, theirs, streams = both_ways(cluster, pd, "/v1/messages", body)
+    assert [b["text"] for b in ours["content"]] == [b["text"] for b in theirs["content"]] and ours["content"][0]["text"]
+    assert ours["stop_reason"] == theirs["stop_reason"] and set(ours["usage"]) == set(theirs["usage"])
+    prompt = [r["usage"]["input_tokens"] + r["usage"]["cache_read_input_tokens"] for r in (ours, theirs)]
+    assert prompt[0] == prompt[1] and ours["usage"]["output_tokens"] == theirs["usage"]["output_tokens"]
+    assert set(ours) == set(theirs) and set(ours["content"][0]) == set(theirs["content"][0])
+    text = ["".join(e["delta"].get("text", "") for e in s if e["type"] == "content_block_delta") for s in streams]
+    assert text[0] == text[1] == ours["content"][0]["text"]

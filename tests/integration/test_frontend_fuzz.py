@@ -98,8 +98,9 @@ def _unexpected_503(recorder: ScenarioRecorder, case_id: str) -> str | None:
     if response is None or response.status_code != 503:
         return None
     body = recorder.cases[case_id].value.body
+    error = response.json()["error"]  # OpenAI's shape, or Anthropic's on /v1/messages (no code, its own type)
     if isinstance(body, dict) and body.get("model") in ("m", "empty") and \
-            response.json()["error"]["code"] == "no_worker_available":  # fmt: skip
+            (error.get("code") == "no_worker_available" or error.get("type") == "overloaded_error"):  # fmt: skip
         return None
     return f"unexpected 503\n{_exchange(recorder, case_id)}"
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -161,3 +162,13 @@ async def harness(tokenizer: ModelTokenizer) -> AsyncIterator[Callable[..., obje
     yield make
     for c in clients:
         await c.close()
+
+
+def named_events(raw: bytes) -> list[dict[str, Any]]:
+    """A stream with `event:` lines (the Responses API's, Anthropic's), each checked to name its data's type."""
+    events = []
+    for block in raw.decode().strip().split("\n\n"):
+        kind, data = block.split("\n")
+        events.append(json.loads(data.removeprefix("data: ")))
+        assert kind == "event: " + events[-1]["type"]
+    return events

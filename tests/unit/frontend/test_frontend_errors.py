@@ -232,3 +232,20 @@ async def test_a_slow_body_is_408_and_holds_no_slot(harness) -> None:
     assert head.startswith(b"HTTP/1.1 408"), head
     assert b"not received within 1 s" in head
     writer.close()
+
+
+async def test_anthropic_clients_send_their_key_as_x_api_key_and_get_errors_in_their_shape(harness) -> None:
+    h = await harness(api_keys=frozenset({"secret-1"}))
+    h.add_worker("d0", script=Script(pieces(3)))
+    body = {"model": "m", "max_tokens": 4, "messages": HELLO}
+    resp = await h.client.post("/v1/messages", json=body, headers={"x-api-key": "secret-1"})
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["type"] == "message"
+    resp = await h.client.post("/v1/messages", json=body, headers={"x-api-key": "wrong"})
+    assert resp.status == 401
+    assert await resp.json() == {"type": "error", "error": {"type": "authentication_error",
+                                                             "message": "Incorrect API key provided."}}
+    resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO}, headers={"x-api-key": "secret-1"})
+    assert resp.status == 401  # only Anthropic's API takes that header, as only its clients send it
+    resp = await h.client.post("/v1/messages", json={**body, "max_tokens": "four"}, headers={"x-api-key": "secret-1"})
+    assert resp.status == 400 and (await resp.json())["error"]["type"] == "invalid_request_error"

@@ -61,7 +61,7 @@ def test_paths_methods_and_statuses() -> None:
     assert DOC["openapi"].startswith("3.1")
     methods = {path: set(item) for path, item in DOC["paths"].items()}
     assert methods == {"/v1/chat/completions": {"post"}, "/v1/completions": {"post"}, "/v1/responses": {"post"},
-                       "/v1/models": {"get"},
+                       "/v1/messages": {"post"}, "/v1/messages/count_tokens": {"post"}, "/v1/models": {"get"},
                        "/v1/models/{model_id}": {"get"}, "/tokenize": {"post"}, "/detokenize": {"post"},
                        "/version": {"get"}, "/health": {"get"}}  # fmt: skip
     for path in GENERATE:
@@ -106,8 +106,9 @@ def test_schemathesis_loads_it() -> None:
     schema = schemathesis.openapi.from_dict(DOC)
     schema.validate()  # against the OpenAPI 3.1 meta-schema
     labels = [result.ok().label for result in schema.get_all_operations()]
-    assert labels == ["POST /v1/chat/completions", "POST /v1/completions", "POST /v1/responses", "GET /v1/models",
-                      "GET /v1/models/{model_id}", "POST /tokenize", "POST /detokenize", "GET /version", "GET /health"]
+    assert labels == ["POST /v1/chat/completions", "POST /v1/completions", "POST /v1/responses", "POST /v1/messages",
+                      "POST /v1/messages/count_tokens", "GET /v1/models", "GET /v1/models/{model_id}", "POST /tokenize",
+                      "POST /detokenize", "GET /version", "GET /health"]
 
 
 @pytest.mark.parametrize(

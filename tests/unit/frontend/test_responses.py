@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.request import Outcome
 from dynamo_lite.frontend.responses import (
     Envelope,
     ResponseEvents,
@@ -18,6 +19,7 @@ from dynamo_lite.frontend.responses import (
     refusal,
     responses_param,
 )
+from tests.unit.frontend.conftest import named_events
 
 TOOL = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": True}
 
@@ -125,18 +127,16 @@ def test_a_whole_choice_as_output_items() -> None:
     assert [i["type"] for i in empty] == ["message"] and empty[0]["content"][0]["text"] == ""
 
 
-def sse(raw: bytes) -> list[dict[str, Any]]:
-    events = []
-    for block in raw.decode().strip().split("\n\n"):
-        kind, data = block.split("\n")
-        events.append(json.loads(data.removeprefix("data: ")))
-        assert kind == "event: " + events[-1]["type"]
-    return events
+usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def outcome(finish_reason: str) -> Outcome:
+    return Outcome(2, 0, finish_reason, ("w0",), 0)
 
 
 def test_a_stream_of_reasoning_text_and_a_call() -> None:
     out = ResponseEvents(envelope(tools=[TOOL]))
-    raw = out.opening()
+    raw = out.opening({})
     raw += out.chunk({"index": 0, "delta": {"reasoning": "Hm"}, "logprobs": None})
     raw += out.chunk({"index": 0, "delta": {"content": "Hel"}, "logprobs": None})
     raw += out.chunk({"index": 0, "delta": {"content": "lo"}, "logprobs": None})
@@ -144,8 +144,8 @@ def test_a_stream_of_reasoning_text_and_a_call() -> None:
                                                             "function": {"name": "f", "arguments": '{"a"'}}]}})
     raw += out.chunk({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}})
     raw += out.chunk({"index": 0, "delta": {}, "finish_reason": "tool_calls"})
-    raw += out.closing("tool_calls", {"input_tokens": 1})
-    events = sse(raw)
+    raw += out.closing(outcome("tool_calls"), usage)
+    events = named_events(raw)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert [e["type"] for e in events] == [
         "response.created", "response.in_progress",
@@ -159,7 +159,7 @@ def test_a_stream_of_reasoning_text_and_a_call() -> None:
         "response.output_item.done", "response.completed"]
     assert [e["output_index"] for e in events if e["type"] == "response.output_item.done"] == [0, 1, 2]
     done = events[-1]["response"]
-    assert done["status"] == "completed" and done["usage"] == {"input_tokens": 1} and done["tool_choice"] == "auto"
+    assert done["status"] == "completed" and done["usage"]["input_tokens"] == 3 and done["tool_choice"] == "auto"
     assert [i["type"] for i in done["output"]] == ["reasoning", "message", "function_call"]
     assert done["output"][1]["content"][0]["text"] == "Hello" and done["output"][2]["arguments"] == '{"a": 1}'
     assert events[0]["response"]["status"] == "in_progress" and events[0]["response"]["output"] == []
@@ -168,10 +168,11 @@ def test_a_stream_of_reasoning_text_and_a_call() -> None:
 def test_a_stream_cut_by_max_output_tokens_is_incomplete_and_an_error_is_an_event() -> None:
     out = ResponseEvents(envelope(include=["message.output_text.logprobs"]))
     lp = [{"token": "a", "logprob": -0.1, "bytes": [97], "top_logprobs": []}]
-    raw = out.opening() + out.chunk({"index": 0, "delta": {"content": "a"}, "logprobs": {"content": lp}})
-    events = sse(raw + out.closing("length", {}))
+    raw = out.opening({}) + out.chunk({"index": 0, "delta": {"content": "a"}, "logprobs": {"content": lp}})
+    events = named_events(raw + out.closing(outcome("length"), usage))
     assert events[-1]["response"]["status"] == "incomplete"
     assert events[-1]["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
     assert events[-1]["response"]["output"][0]["content"][0]["logprobs"] == lp
-    (error,) = sse(out.failed({"error": {"message": "boom", "type": "x", "param": None, "code": "worker_failed"}}))
+    failure = {"error": {"message": "boom", "type": "x", "param": None, "code": "worker_failed"}}
+    (error,) = named_events(out.failed(failure))
     assert (error["type"], error["code"], error["message"]) == ("error", "worker_failed", "boom")
