@@ -75,6 +75,7 @@ class ManagedProcess:
         self.log_path = log_path
         self.env = env
         self.popen: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     @property
     def pid(self) -> int | None:
@@ -88,20 +89,34 @@ class ManagedProcess:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as out:
+            self._log_start = out.tell()  # where this start's output begins
             self.popen = subprocess.Popen(
                 _die_with_parent(self.argv),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **self.env} if self.env else None,
+                start_new_session=True,  # its own process group: `stop` ends what it leaves behind too
             )
         log.info("started %s (pid %d), log %s", self.name, self.popen.pid, self.log_path)
 
-    async def wait_healthy(self, check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+    async def wait_healthy(self, check: Callable[[], Awaitable[bool]], timeout_s: float,
+                           fatal: bytes | None = None) -> None:  # fmt: skip
+        """Poll `check` until it holds. Fails at once if the child exits, or if `fatal` appears in what it logs
+        (an error that leaves it running but never healthy: vLLM's NIXL listener thread failing to bind)."""
         deadline = time.monotonic() + timeout_s
+        offset, carry = self._log_start, b""
         while True:
             if not self.running():
                 raise ProcessFailed(f"{self.name} exited with code {self._code()} while starting\n{self.log_tail()}")
+            if fatal is not None:
+                with open(self.log_path, "rb") as f:
+                    f.seek(offset)
+                    new = f.read()
+                offset += len(new)
+                if fatal in carry + new:
+                    raise ProcessFailed(f"{self.name} logged {fatal.decode()!r} while starting\n{self.log_tail()}")
+                carry = (carry + new)[-len(fatal):]
             if await check():
                 return
             if time.monotonic() > deadline:
@@ -109,7 +124,8 @@ class ManagedProcess:
             await asyncio.sleep(0.1)
 
     async def stop(self, grace_s: float = 10.0) -> int | None:
-        """Stop the child; returns its exit code (None if it was never started)."""
+        """Stop the child, then whatever it started and left behind; returns its exit code (None if it was
+        never started)."""
         if self.popen is None:
             return None
         if self.popen.poll() is None:
@@ -118,6 +134,7 @@ class ManagedProcess:
                 log.warning("%s did not stop within %.0f s of SIGTERM; killing it", self.name, grace_s)
                 self.popen.kill()
                 await self._wait(5.0)
+        self._kill_group()
         return self.popen.returncode
 
     def exit_reason(self) -> str | None:
@@ -133,6 +150,16 @@ class ManagedProcess:
             assert self.popen is not None
             self.popen.kill()
             self.popen.wait()
+            self._kill_group()
+
+    def _kill_group(self) -> None:
+        """SIGKILL to what is left of the child's process group (its own: start_new_session). A vLLM API server
+        killed after its grace period leaves its engine core running otherwise, holding its memory, orphaned."""
+        assert self.popen is not None
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # nothing left
 
     async def _wait(self, timeout_s: float) -> bool:
         assert self.popen is not None

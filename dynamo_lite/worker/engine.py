@@ -51,7 +51,9 @@ class EngineHandle:
             async def healthy() -> bool:  # and really this engine: another process may have taken its port
                 return await http_ok(f"{self.url}/health") and self.pid is not None and listens_on(self.pid, port)
 
-            await self.process.wait_healthy(healthy, self.start_timeout_s)
+            # A port taken between picking and binding: vLLM exits for its HTTP port, but its NIXL listener
+            # thread dies alone and the engine waits for it forever; start_agent retries on new ports.
+            await self.process.wait_healthy(healthy, self.start_timeout_s, fatal=b"Address already in use")
 
     async def stop(self) -> None:
         if self.process is not None:

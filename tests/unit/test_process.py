@@ -1,0 +1,72 @@
+"""ManagedProcess stops what its child started too: a vLLM API server killed after its grace period left its
+engine core (a grandchild) running, orphaned, with its memory (seen in a test cluster whose engine start hung)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dynamo_lite.infra import ManagedProcess
+from dynamo_lite.infra.process import ProcessFailed
+from tests.waiting import eventually
+
+# The child starts a grandchild that ignores SIGTERM, writes its pid, then (with "stubborn") ignores SIGTERM itself.
+CHILD = """
+import signal, subprocess, sys, time
+grandchild = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+open(sys.argv[1], "w").write(str(grandchild.pid))
+if sys.argv[2] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(120)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie is gone, waiting for its reaper
+
+
+@pytest.mark.parametrize("child", ["stubborn", "obedient"])
+async def test_stop_ends_the_child_and_what_it_left_behind(tmp_path: Path, child: str) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    process = ManagedProcess("child", [sys.executable, "-c", CHILD, str(pid_file), child], tmp_path / "child.log")
+    process.start()
+    eventually(lambda: pid_file.is_file() and pid_file.read_text() != "", timeout=30, what="the grandchild started")
+    grandchild = int(pid_file.read_text())
+    assert alive(grandchild)
+    await process.stop(grace_s=0.5)
+    assert not process.running()
+    eventually(lambda: not alive(grandchild), timeout=5, what="the grandchild gone")
+
+
+async def test_a_fatal_line_in_the_log_fails_the_start_at_once(tmp_path: Path) -> None:
+    """vLLM's NIXL listener thread dies on a taken port and the engine hangs, never healthy: the start fails
+    when the line appears, not after the health timeout."""
+    hang = "import sys, time; print('zmq.error.ZMQError: Address already in use', flush=True); time.sleep(120)"
+    log_path = tmp_path / "engine.log"
+    log_path.write_text("an earlier start: Address already in use\n")  # not this start's: ignored
+    process = ManagedProcess("engine", [sys.executable, "-c", hang], log_path)
+    process.start()
+
+    async def never() -> bool:
+        return False
+
+    started = time.monotonic()
+    with pytest.raises(ProcessFailed, match="Address already in use"):
+        await process.wait_healthy(never, timeout_s=60, fatal=b"Address already in use")
+    assert time.monotonic() - started < 30
+    await process.stop(grace_s=1)
+    log_path.write_text("")
+    quiet = ManagedProcess("quiet", [sys.executable, "-c", "import time; time.sleep(120)"], log_path)
+    quiet.start()
+    with pytest.raises(ProcessFailed, match="not healthy after 1 s"):
+        await quiet.wait_healthy(never, timeout_s=1, fatal=b"Address already in use")
+    await quiet.stop(grace_s=1)
