@@ -30,7 +30,7 @@ def chat_of(**body: Any) -> dict[str, Any]:
 
 def test_instructions_and_text_input() -> None:
     chat = chat_of(instructions="Be brief.", input="Hi", max_output_tokens=5, temperature=0, seed=3, store=True,
-                   metadata={"a": "b"})
+                   metadata={"a": "b"}, n=2, logprobs=True)  # (n and logprobs are chat's, not the Responses API's)
     assert chat == {"model": "m", "temperature": 0, "seed": 3, "max_completion_tokens": 5,
                     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}
 
