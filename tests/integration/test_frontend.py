@@ -242,3 +242,54 @@ def test_disconnect_aborts_and_killed_worker_migrates(tmp_path: Path, tiny_model
             routed_before[survivor] + 1
     finally:
         stop_fleet(f, agent_processes)
+
+
+def test_responses_and_messages_streams_survive_a_killed_worker(tmp_path: Path, tiny_model: Path,
+                                                               agent_processes: SimpleNamespace) -> None:  # fmt: skip
+    """The Responses API and Anthropic's Messages API are chat requests underneath: a decode worker (agent and
+    engine) killed mid-stream moves the request, and each stream ends as its API ends one, with every token."""
+    workers = {"d0": "decode", "d1": "decode", "d2": "decode"}
+    f = start_fleet(tmp_path, tiny_model, agent_processes, workers, SLOW_POOLS, "{max_migrations: 2}",
+                    {"m": {"decode": 3}})
+    try:
+        records = f.records()
+        killed: list[str] = []
+
+        def kill_the_serving_worker() -> None:
+            routed = {w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w) for w in records}
+            (victim,) = [w for w, n in routed.items() if n > before[w]]
+            os.kill(f.agents[victim].proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+            os.kill(records[victim].pid, signal.SIGKILL)  # its engine
+            killed.append(victim)
+
+        before = {w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w) for w in records}
+        events = []
+        for event in f.client().responses.create(model="m", input="Tell a long story.", max_output_tokens=300,
+                                                 stream=True):
+            events.append(event)
+            if len(events) == 20:
+                kill_the_serving_worker()
+        done = events[-1]
+        assert done.type == "response.completed" and done.response.usage.output_tokens == 300
+        assert done.response.status == "incomplete" and [e.sequence_number for e in events] == list(range(len(events)))
+        text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        assert done.response.output[0].content[0].text == text
+
+        before = {w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w) for w in records}
+        lines = []
+        ask = {"model": "m", "max_tokens": 300, "stream": True, "messages": [{"role": "user", "content": "Go on."}]}
+        request = urllib.request.Request(f"{f.url}/v1/messages", data=json.dumps(ask).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as stream:
+            for line in stream:
+                if line.startswith(b"data: "):
+                    lines.append(json.loads(line[6:]))
+                    if len(lines) == 20:
+                        kill_the_serving_worker()
+        kinds = [e["type"] for e in lines]
+        assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+        assert lines[-2]["delta"]["stop_reason"] == "max_tokens" and lines[-2]["usage"]["output_tokens"] == 300
+        assert len(set(killed)) == 2
+        assert metric(f.url, "dynamo_lite_frontend_migrations_total", reason="mid_stream") == 2
+    finally:
+        stop_fleet(f, agent_processes)
