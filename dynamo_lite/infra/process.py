@@ -102,8 +102,9 @@ class ManagedProcess:
 
     async def wait_healthy(self, check: Callable[[], Awaitable[bool]], timeout_s: float,
                            fatal: bytes | None = None) -> None:  # fmt: skip
-        """Poll `check` until it holds. Fails at once if the child exits, or if `fatal` appears in what it logs
-        (an error that leaves it running but never healthy: vLLM's NIXL listener thread failing to bind)."""
+        """Poll `check` until it holds. Fails at once if the child exits, or if `fatal` appears in what it logs,
+        in any case (an error that leaves it running but never healthy: vLLM's NIXL listener thread failing to
+        bind)."""
         deadline = time.monotonic() + timeout_s
         offset, carry = self._log_start, b""
         while True:
@@ -112,9 +113,9 @@ class ManagedProcess:
             if fatal is not None:
                 with open(self.log_path, "rb") as f:
                     f.seek(offset)
-                    new = f.read()
+                    new = f.read().lower()
                 offset += len(new)
-                if fatal in carry + new:
+                if fatal.lower() in carry + new:
                     raise ProcessFailed(f"{self.name} logged {fatal.decode()!r} while starting\n{self.log_tail()}")
                 carry = (carry + new)[-len(fatal):]
             if await check():

@@ -108,6 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(run())
 
 
+PORT_TAKEN = "address already in use"  # the OS's strerror; asyncio lowercases it, vLLM and ZMQ print it capitalized
+
+
+def port_taken(error: str) -> bool:
+    """Whether a failed start says a port it was to bind was taken."""
+    return PORT_TAKEN in error.lower()
+
+
 async def start_agent(make: Callable[[], WorkerAgent], attempts: int = 3) -> WorkerAgent:
     """Start an agent; if one of the free ports picked for it was taken before the engine
     bound it (another process starting at the same moment), try again with new ports."""
@@ -118,7 +126,7 @@ async def start_agent(make: Callable[[], WorkerAgent], attempts: int = 3) -> Wor
             return agent
         except (ProcessFailed, zmq.ZMQError) as e:
             await agent.stop()
-            if "Address already in use" not in str(e) or attempt == attempts:
+            if not port_taken(str(e)) or attempt == attempts:
                 raise
             log.warning("a port picked for worker %s was taken meanwhile; starting again with new ports (%d/%d)",
                         agent.settings.worker_id, attempt, attempts)

@@ -12,6 +12,7 @@ import pytest
 
 from dynamo_lite.infra import ManagedProcess
 from dynamo_lite.infra.process import ProcessFailed
+from dynamo_lite.worker.__main__ import port_taken
 from tests.waiting import eventually
 
 # The child starts a grandchild that ignores SIGTERM, writes its pid, then (with "stubborn") ignores SIGTERM itself.
@@ -47,10 +48,12 @@ async def test_stop_ends_the_child_and_what_it_left_behind(tmp_path: Path, child
     eventually(lambda: not alive(grandchild), timeout=5, what="the grandchild gone")
 
 
-async def test_a_fatal_line_in_the_log_fails_the_start_at_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("line", ["zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:38095')",
+                                  "OSError: [Errno 98] error while attempting to bind: address already in use"])
+async def test_a_fatal_line_in_the_log_fails_the_start_at_once(tmp_path: Path, line: str) -> None:
     """vLLM's NIXL listener thread dies on a taken port and the engine hangs, never healthy: the start fails
-    when the line appears, not after the health timeout."""
-    hang = "import sys, time; print('zmq.error.ZMQError: Address already in use', flush=True); time.sleep(120)"
+    when the line appears (in any case: asyncio lowercases it), not after the health timeout."""
+    hang = f"import sys, time; print({line!r}, flush=True); time.sleep(120)"
     log_path = tmp_path / "engine.log"
     log_path.write_text("an earlier start: Address already in use\n")  # not this start's: ignored
     process = ManagedProcess("engine", [sys.executable, "-c", hang], log_path)
@@ -60,7 +63,7 @@ async def test_a_fatal_line_in_the_log_fails_the_start_at_once(tmp_path: Path) -
         return False
 
     started = time.monotonic()
-    with pytest.raises(ProcessFailed, match="Address already in use"):
+    with pytest.raises(ProcessFailed, match="logged 'Address already in use'"):
         await process.wait_healthy(never, timeout_s=60, fatal=b"Address already in use")
     assert time.monotonic() - started < 30
     await process.stop(grace_s=1)
@@ -70,3 +73,12 @@ async def test_a_fatal_line_in_the_log_fails_the_start_at_once(tmp_path: Path) -
     with pytest.raises(ProcessFailed, match="not healthy after 1 s"):
         await quiet.wait_healthy(never, timeout_s=1, fatal=b"Address already in use")
     await quiet.stop(grace_s=1)
+
+
+def test_a_taken_port_is_recognised_however_it_is_written() -> None:
+    """The agent starts again on new ports when a start failed on a taken port. A mock engine's (asyncio's)
+    message is lowercase: a CI run failed because it was not recognised, and the worker was not retried."""
+    assert port_taken("OSError: [Errno 98] error while attempting to bind on address ('127.0.0.1', 52675): "
+                      "address already in use")
+    assert port_taken("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:38095')")
+    assert not port_taken("engine decode-0 exited with code 1 while starting: out of memory")
