@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -147,14 +147,11 @@ async def responses_create(request: web.Request) -> web.StreamResponse:
     """POST /v1/responses: a chat request underneath (responses.py), its answer reshaped."""
     state = request.app[STATE]
     raw = await request.read()
-    strict = state.config.frontend.strict_request_fields
     data = _json_object(raw)
     if (refused := responses.refusal(data)) is not None:
         raise refused
     req = validated(data, responses.ResponsesRequest)
-    with _renamed(responses.responses_param):
-        body, check = parse_request(msgspec.json.encode(responses.chat_body(req)), ChatCompletionRequest, strict)
-        p = await _chat_plan(request, state, body, check, len(raw), "resp_")
+    body, p = await _as_chat(request, state, responses.chat_body(req), responses.responses_param, len(raw), "resp_")
     p.reshape = responses.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
     return await _generate(request, state, p)
 
@@ -164,10 +161,7 @@ async def messages_create(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     raw = await request.read()
     req = validated(_json_object(raw), anthropic.MessagesRequest)
-    with _renamed(anthropic.anthropic_param):
-        chat = msgspec.json.encode(anthropic.chat_body(req))
-        body, check = parse_request(chat, ChatCompletionRequest, state.config.frontend.strict_request_fields)
-        p = await _chat_plan(request, state, body, check, len(raw), "msg_")
+    body, p = await _as_chat(request, state, anthropic.chat_body(req), anthropic.anthropic_param, len(raw), "msg_")
     p.reshape = anthropic.Reply(p.shape.id, body.model)
     return await _generate(request, state, p)
 
@@ -176,12 +170,23 @@ async def messages_count_tokens(request: web.Request) -> web.Response:
     """POST /v1/messages/count_tokens: the prompt's tokens, as the chat template renders the request."""
     state = request.app[STATE]
     raw = await request.read()
-    req = validated(_json_object(raw), anthropic.CountTokensRequest)
+    chat = anthropic.chat_body(validated(_json_object(raw), anthropic.CountTokensRequest))
     with _renamed(anthropic.anthropic_param):
-        chat = msgspec.json.encode(anthropic.chat_body(req))
-        body, _ = parse_request(chat, ChatCompletionRequest, state.config.frontend.strict_request_fields)
+        body, _ = parse_request(msgspec.json.encode(chat), ChatCompletionRequest,
+                                state.config.frontend.strict_request_fields)
         n = len(await _chat_ids(request, state, body, len(raw)))
     return json_response({"input_tokens": n, "context_management": {"original_input_tokens": n}})
+
+
+async def _as_chat(request: web.Request, state: FrontendState, chat: dict[str, Any],
+                   rename: Callable[[str | None], str | None], raw_len: int,
+                   id_prefix: str) -> tuple[ChatCompletionRequest, Plan]:  # fmt: skip
+    """Another API's request as the chat request that serves it, validated and planned; errors name the
+    fields as that API does."""
+    with _renamed(rename):
+        body, check = parse_request(msgspec.json.encode(chat), ChatCompletionRequest,
+                                    state.config.frontend.strict_request_fields)
+        return body, await _chat_plan(request, state, body, check, raw_len, id_prefix)
 
 
 @contextlib.contextmanager
