@@ -17,6 +17,7 @@ import msgspec
 
 from dynamo_lite.discovery.etcd_client import ETCD_UNAVAILABLE, refusal
 from dynamo_lite.protocol import WorkerRecord, worker_key
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,7 @@ class WorkerRegistration:
     async def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the keep-alive and revoke the lease, which deletes the record at once."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self.lease_id is not None:
             try:

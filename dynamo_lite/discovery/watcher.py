@@ -20,6 +20,7 @@ import msgspec
 
 from dynamo_lite.discovery.etcd_client import ETCD_UNAVAILABLE, refusal
 from dynamo_lite.protocol import Role, WorkerId, WorkerRecord, workers_prefix
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,7 @@ class WorkerWatcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def wait_for(self, predicate: Callable[[dict[WorkerId, WorkerRecord]], bool], timeout_s: float) -> None:

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from dynamo_lite.frontend.request import Outcome, Piece
+from dynamo_lite.tasks import cancel_and_wait
 
 Event = Piece | Outcome
 _END = object()
@@ -49,6 +50,4 @@ async def merged(flows: list[AsyncIterator[Event]]) -> AsyncIterator[tuple[int, 
             else:
                 yield index, event  # type: ignore[misc]
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*tasks)

@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.state import FrontendState
 from dynamo_lite.protocol import PeerLoad, WorkerId, WorkerLoad, frontend_load_subject
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 P = "dynamo_lite_frontend_"
@@ -71,8 +72,7 @@ class LoadShare:
     async def stop(self) -> None:
         """Stop publishing (telling the others this process is idle, if it was not) and listening."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
             if self._last and not self._nc.is_closed:
                 await self._publish({})

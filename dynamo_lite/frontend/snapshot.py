@@ -32,6 +32,7 @@ from dynamo_lite.protocol import (
     WorkerId,
     kv_snapshot_subject,
 )
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 P = "dynamo_lite_frontend_"
@@ -130,9 +131,7 @@ class KvSnapshots:
     async def stop(self) -> None:
         self._stopped = True
         tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*tasks)
 
     async def _sync(self, worker_id: WorkerId, token: int) -> None:
         snapshot = None

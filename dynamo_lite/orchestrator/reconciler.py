@@ -26,6 +26,7 @@ from dynamo_lite.orchestrator.restarts import (
     RestartPolicy,
     RestartTracker,
 )
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,7 @@ class Reconciler:
     async def stop(self) -> None:
         """Stop watching and cancel recoveries in progress (a part half restarted is stopped by its owner)."""
         tasks = [t for t in (self._watch, *self._recoveries.values()) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(*tasks)
         self._watch = None
         self._recoveries.clear()
 

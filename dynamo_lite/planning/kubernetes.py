@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from dynamo_lite.k8s.scaler import KubernetesScaler, ScaleError
+from dynamo_lite.tasks import cancel_and_wait
 from planner.types import Decision, Pool, Replicas
 
 log = logging.getLogger(__name__)
@@ -82,9 +83,7 @@ class KubernetesConnector:
         pending = [t for t in self._tasks.values() if not t.done()]
         if pending:
             _, late = await asyncio.wait(pending, timeout=self.stop_timeout_s)
-            for t in late:
-                t.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+            await cancel_and_wait(*late)
         self._tasks.clear()
         if self._scaler is not None:
             await self._scaler.close()

@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from dynamo_lite.infra.process import ProcessInfo
 from dynamo_lite.planning.metrics import PlannerMetrics
+from dynamo_lite.tasks import cancel_and_wait
 from planner.connectors.base import ScalingConnector
 from planner.core import Planner
 from planner.sla_policy import SlaPolicy
@@ -64,8 +65,7 @@ class PlannerService:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         await self.connector.stop()
         if self._runner is not None:
@@ -76,7 +76,8 @@ class PlannerService:
 
     async def _serve_metrics(self) -> None:
         async def metrics(_: web.Request) -> web.Response:
-            return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+            body = generate_latest(self.metrics.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)

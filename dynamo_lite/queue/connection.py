@@ -14,6 +14,7 @@ from dynamo_lite.credentials import (
     NATS_USER,
     NatsCredentials,
 )
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ async def connect_nats(url: str, name: str, connect_timeout_s: float = 5.0,
         await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED)
     finally:
         if not connecting.done():  # refused, or we were cancelled: stop retrying
-            connecting.cancel()
-            await asyncio.gather(connecting, return_exceptions=True)
+            await cancel_and_wait(connecting)
             await nc.close()
     if connecting.cancelled() and refused.done():
         raise NatsAuthError(f"NATS {url} refused {name}: authorization violation: {_hint(creds)}")

@@ -35,6 +35,7 @@ from dynamo_lite.queue.stream import (
     ensure_stream,
     stream_name,
 )
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,7 @@ class PrefillConsumer:
         if self._puller is None:
             return
         await asyncio.wait([self._puller], timeout=_FETCH_WAIT_S + 1.0)
-        self._puller.cancel()
-        await asyncio.gather(self._puller, return_exceptions=True)
+        await cancel_and_wait(self._puller)
         self._puller = None
         if self._sub is not None:
             # Drop the fetch inbox: status replies left in it would stall a later NATS drain.
@@ -118,9 +118,7 @@ class PrefillConsumer:
             self._sub = None
         if self._jobs:
             _, unfinished = await asyncio.wait(self._jobs, timeout=drain_timeout_s)
-            for task in unfinished:
-                task.cancel()  # _run_one naks the job it holds, so it is redelivered at once
-            await asyncio.gather(*unfinished, return_exceptions=True)
+            await cancel_and_wait(*unfinished)  # _run_one naks the job it holds, so it is redelivered at once
 
     async def _pull(self, sub: object) -> None:
         """One fetch at a time (a pull subscription is not for concurrent fetches), up to

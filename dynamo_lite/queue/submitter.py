@@ -37,6 +37,7 @@ from dynamo_lite.queue.stream import (
     ensure_stream,
     queue_depth,
 )
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,7 @@ class PrefillSubmitter:
 
     async def stop(self) -> None:
         if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
+            await cancel_and_wait(self._poller)
             self._poller = None
         if self._sub is not None:
             await self._sub.unsubscribe()

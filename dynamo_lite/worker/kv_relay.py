@@ -20,6 +20,7 @@ import zmq
 import zmq.asyncio
 
 from dynamo_lite.protocol import KvEventBatch, RelayedKvEvents, WorkerId
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,7 @@ class KvEventRelay:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
         if self._sub is not None:
             self._sub.close(linger=0)

@@ -11,7 +11,6 @@ it waits for a request or for the next KV transfer to land.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -24,6 +23,7 @@ from dynamo_lite.engines.mock.metrics import EngineMetrics
 from dynamo_lite.engines.mock.scheduler import Scheduler, StepPlan
 from dynamo_lite.engines.mock.sequence import FinishReason, Sequence
 from dynamo_lite.engines.mock.timing import TimingModel
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,7 @@ class MockEngine:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         for internal_id in list(self._streams):
             self.abort(internal_id)

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from typing import Protocol
@@ -25,6 +24,7 @@ import zmq.asyncio
 
 from dynamo_lite.engines.mock.args import KvEventsConfig
 from dynamo_lite.protocol import KvEvent, KvEventBatch
+from dynamo_lite.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +98,7 @@ class ZmqPublisher:
 
     async def stop(self) -> None:
         if self._replay_task is not None:
-            self._replay_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._replay_task
+            await cancel_and_wait(self._replay_task)
             self._replay_task = None
         for sock in (self._pub, self._replay):
             if sock is not None:
