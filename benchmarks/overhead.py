@@ -7,6 +7,9 @@ negligible and what remains is HTTP, JSON and routing):
   attached to the engine (``--engine-url``); it tokenizes with ``builtin:mock-words``, so it sends the
   engine the token ids the engine would compute from the text itself; ``dynamo_lite:2-processes``: two
   frontend processes on one port (SO_REUSEPORT), as ``frontend.processes: 2`` runs them;
+- ``aiohttp-floor``: benchmarks/floor_proxy.py, an aiohttp server that forwards each request's bytes to the
+  engine with an aiohttp client and does nothing else: what aiohttp alone costs, the floor under this
+  project's frontend (a reference, not a router);
 - ``vllm-router:round_robin``, ``vllm-router:cache_aware``, ``vllm-router:kv_aware`` and
   ``sglang-router:cache_aware`` (benchmarks/peers.py, in benchmarks/.peers-venv), one at a time.
 
@@ -76,7 +79,8 @@ from dynamo_lite.worker.engine import mock_engine_args
 
 OURS = "dynamo_lite"
 OURS_2 = "dynamo_lite:2-processes"
-TARGETS = (OURS, OURS_2, "vllm-router:round_robin", "vllm-router:cache_aware", "vllm-router:kv_aware",
+FLOOR = "aiohttp-floor"
+TARGETS = (OURS, OURS_2, FLOOR, "vllm-router:round_robin", "vllm-router:cache_aware", "vllm-router:kv_aware",
            "sglang-router:cache_aware")
 HOST = "127.0.0.1"
 
@@ -227,6 +231,21 @@ async def paired(direct_url: str, target: Target, engine_pid: int, prompts: Prom
 
 # --- one target ---------------------------------------------------------------------------------------------
 @contextlib.contextmanager
+def floor(tmp: Path, engine_url: str) -> Iterator[Target]:
+    """benchmarks/floor_proxy.py in front of the engine: aiohttp's own cost, before any of the frontend's work."""
+    port = free_port()
+    procs = Processes(tmp / "logs")
+    try:
+        proc = procs.start(FLOOR, [sys.executable, str(Path(__file__).parent / "floor_proxy.py"), "--host", HOST,
+                                   "--port", str(port), "--engine-url", engine_url])
+        url = f"http://{HOST}:{port}"
+        wait_for(lambda: urllib.request.urlopen(f"{url}/health", timeout=2).status == 200, 60, FLOOR, proc)
+        yield Target(url, "", {FLOOR: proc.pid})
+    finally:
+        procs.stop_all()
+
+
+@contextlib.contextmanager
 def peer(tmp: Path, env: peers.PeerEnv, label: str, engine_url: str, events: str, replay: str
          ) -> Iterator[Target]:  # fmt: skip
     """`label`'s router in front of the engine."""
@@ -252,6 +271,8 @@ COUNTERS = ("vllm_router_kv_routing_inputs_total", "vllm_router_kv_placement_loo
 def counters(metrics_url: str) -> dict[str, float]:
     """Counters that show the routers' inputs: vllm-router's /tokenize calls and KV index lookups, the
     frontend's expected-cached tokens (KV index hits: proof that the engine's KV events arrive)."""
+    if not metrics_url:
+        return {}
     try:
         text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
     except OSError:
@@ -294,7 +315,7 @@ def main() -> None:
     args = p.parse_args()
 
     started, load_start = time.monotonic(), os.getloadavg()
-    env = peers.ensure_installed(progress=log) if any(t not in (OURS, OURS_2) for t in args.targets) else None
+    env = peers.ensure_installed(progress=log) if any(t not in (OURS, OURS_2, FLOOR) for t in args.targets) else None
     prompts = Prompts()
     rows: list[dict] = []
     inputs: dict[str, dict[str, float]] = {}
@@ -316,6 +337,8 @@ def main() -> None:
                     t0 = time.monotonic()
                     if target in (OURS, OURS_2):
                         running = dynamo_lite(tmp, engine_url, agent_events, replay, 2 if target == OURS_2 else 1)
+                    elif target == FLOOR:
+                        running = floor(tmp, engine_url)
                     else:
                         assert env is not None
                         running = peer(tmp, env, target, engine_url, f"tcp://{HOST}:{fwd_out}", replay)

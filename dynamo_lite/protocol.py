@@ -101,6 +101,8 @@ class PrefillResult(msgspec.Struct, frozen=True, kw_only=True):
 class RelayedKvEvents(msgspec.Struct, frozen=True, kw_only=True):
     """An engine's KV event batch relayed on `<ns>.kv_events.<worker_id>`.
 
+    A message on that subject is a JSON array of these (`KvEventsMessage`): one or more
+    consecutive batches of the worker, in order (the agent coalesces them under load).
     `seq` is the engine's own ZMQ sequence number; a consumer that sees a gap
     resyncs that worker (clears it and waits for fresh events).
     """
@@ -108,6 +110,10 @@ class RelayedKvEvents(msgspec.Struct, frozen=True, kw_only=True):
     worker_id: WorkerId
     seq: int
     batch: KvEventBatch
+
+
+KvEventsMessage = list[RelayedKvEvents]
+"""What one message on `<ns>.kv_events.<worker_id>` holds."""
 
 
 class KvSnapshotRequest(msgspec.Struct, frozen=True, kw_only=True):

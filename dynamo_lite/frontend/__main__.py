@@ -19,7 +19,6 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Coroutine
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -29,7 +28,7 @@ from dynamo_lite.frontend import handlers
 from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.state import STATE
 from dynamo_lite.frontend.tokenizer import load_tokenizer
-from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, tune_gc
+from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, run_loop, tune_gc
 
 log = logging.getLogger("dynamo_lite.frontend")
 IDLE_CONNECTION_TIMEOUT_S = 75.0  # as nginx: an idle or header-less connection is closed after this long
@@ -128,16 +127,6 @@ def main(argv: list[str] | None = None) -> int:
 
     run_loop(run())
     return 0
-
-
-def run_loop(main: Coroutine[object, object, None]) -> None:
-    """uvloop's event loop when it is installed (cheaper per request), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(main)
-        return
-    uvloop.run(main)
 
 
 if __name__ == "__main__":

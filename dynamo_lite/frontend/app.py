@@ -32,7 +32,7 @@ from dynamo_lite.frontend.snapshot import open_snapshots
 from dynamo_lite.frontend.state import STATE, FrontendConfig, FrontendState
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.upstream import EngineClient
-from dynamo_lite.protocol import LoadReport, RelayedKvEvents
+from dynamo_lite.protocol import KvEventsMessage, LoadReport
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
 
 log = logging.getLogger(__name__)
@@ -106,9 +106,12 @@ async def open_connections(app: web.Application) -> AsyncIterator[None]:
 async def _subscribe(nc: NatsClient, namespace: str, fleet: Fleet) -> list[object]:
     async def on_kv(msg: Msg) -> None:
         try:
-            fleet.on_kv_events(msgspec.json.decode(msg.data, type=RelayedKvEvents))
-        except msgspec.ValidationError as e:
+            batches = msgspec.json.decode(msg.data, type=KvEventsMessage)
+        except msgspec.DecodeError as e:  # (a ValidationError is one)
             log.warning("dropping malformed KV events on %s: %s", msg.subject, e)
+            return
+        for batch in batches:
+            fleet.on_kv_events(batch)
 
     async def on_load(msg: Msg) -> None:
         try:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import logging
 import os
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -50,3 +55,13 @@ def tune_gc() -> None:
     """
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+
+
+def run_loop(main: Coroutine[object, object, T]) -> T:
+    """`main` on uvloop's event loop when it is installed (cheaper per request and per message), else
+    on asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)

@@ -4,6 +4,7 @@
 
 `orchestrator up` starts one per replica. With `--engine-url` the agent attaches to
 an engine started elsewhere (a sidecar container) and only connects it to the cluster.
+Runs on uvloop when it is installed, as the frontend does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import zmq
 
 from dynamo_lite.config import ClusterSpec, ConfigError, PoolSpec, load_cluster_spec
 from dynamo_lite.infra import ProcessFailed
-from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, tune_gc
+from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, run_loop, tune_gc
 from dynamo_lite.protocol import WorkerId
 from dynamo_lite.worker.agent import AgentSettings, WorkerAgent
 from dynamo_lite.worker.engine import EngineHandle, attached_engine, launched_engine
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     tune_gc()
-    return asyncio.run(run())
+    return run_loop(run())
 
 
 PORT_TAKEN = "address already in use"  # the OS's strerror; asyncio lowercases it, vLLM and ZMQ print it capitalized

@@ -43,6 +43,7 @@ from dynamo_lite.protocol import (
     load_subject,
 )
 from dynamo_lite.queue import PrefillConsumer, QueueSettings, connect_nats
+from dynamo_lite.worker.coalesce import Coalescer
 from dynamo_lite.worker.engine import EngineHandle
 from dynamo_lite.worker.kv_relay import KvEventRelay
 from dynamo_lite.worker.kv_view import KvView
@@ -55,6 +56,10 @@ from dynamo_lite.worker.metrics import MetricsServer, WorkerMetrics
 from dynamo_lite.worker.prefill import EnginePrefill
 
 log = logging.getLogger(__name__)
+KV_EVENTS_WINDOW_S = 0.005
+"""KV event batches are published at most once per this window, several to a message under load
+(coalesce.py): a router learns of a block up to this much later, and the agent, nats-server and
+every frontend handle one message per window instead of one per engine batch."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class WorkerAgent:
         self.metrics_server = MetricsServer(self.registry)
         self.prefill_handler: EnginePrefill | None = None
         self.kv_view = KvView()  # what the engine caches, from the relayed events; served as snapshots
+        self._kv_out: Coalescer[RelayedKvEvents] = Coalescer(self._send_events, KV_EVENTS_WINDOW_S)
         self._snapshots: Subscription | None = None
         self.relay = KvEventRelay(settings.worker_id, engine.kv_events_bind, self._publish_events,
                                   replay_endpoint=engine.kv_events_replay)
@@ -126,6 +132,7 @@ class WorkerAgent:
             ("draining engine", self._drain_engine(s.drain_timeout_s) if self.session else None),
             ("stopping load reports", self.load.stop()),
             ("stopping KV event relay", self.relay.stop()),
+            ("sending the last KV events", self._kv_out.close()),
             ("stopping KV snapshots", self._snapshots.unsubscribe() if self._snapshots is not None else None),
             ("draining NATS", self.nc.drain() if self.nc is not None and not self.nc.is_closed else None),
             ("closing etcd client", self.etcd.close()),
@@ -190,9 +197,13 @@ class WorkerAgent:
     async def _publish_events(self, relayed: RelayedKvEvents, replayed: bool) -> None:
         self.metrics.kv_batches.labels("replayed" if replayed else "live").inc()
         self.kv_view.apply(relayed)
-        if self.nc is not None:
+        await self._kv_out.add(relayed)
+
+    async def _send_events(self, batches: list[RelayedKvEvents]) -> None:
+        """One message of consecutive batches, in order (`KV_EVENTS_WINDOW_S`)."""
+        if self.nc is not None and not self.nc.is_closed:
             await self.nc.publish(kv_events_subject(self.settings.namespace, self.settings.worker_id),
-                                  msgspec.json.encode(relayed))
+                                  msgspec.json.encode(batches))
 
     async def _publish_load(self, report: LoadReport) -> None:
         self.metrics.load_reports.inc()

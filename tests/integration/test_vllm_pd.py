@@ -24,7 +24,7 @@ vllm = pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' o
 from dynamo_lite.discovery import WorkerWatcher, etcd_client  # noqa: E402
 from dynamo_lite.engines.models import resolve_model  # noqa: E402
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats  # noqa: E402
-from dynamo_lite.protocol import BlockStored, RelayedKvEvents, RequestId, WorkerRecord  # noqa: E402
+from dynamo_lite.protocol import BlockStored, KvEventsMessage, RelayedKvEvents, RequestId, WorkerRecord  # noqa: E402
 from dynamo_lite.queue import PrefillSubmitter, connect_nats, queue_depth  # noqa: E402
 from dynamo_lite.orchestrator.state import pid_alive  # noqa: E402
 from tests.waiting import eventually_async
@@ -122,7 +122,7 @@ async def test_prefill_through_queue_then_decode_over_nixl(cluster: Cluster) -> 
     events: list[RelayedKvEvents] = []
 
     async def on_event(msg) -> None:  # noqa: ANN001
-        events.append(msgspec.json.decode(msg.data, type=RelayedKvEvents))
+        events.extend(msgspec.json.decode(msg.data, type=KvEventsMessage))  # one or more batches
 
     await nc.subscribe(f"{NS}.kv_events.*", cb=on_event)
     submitter = PrefillSubmitter(nc, NS)

@@ -16,7 +16,7 @@ from nats.aio.client import Client as NatsClient
 
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
 from dynamo_lite.infra import EmbeddedEtcd, EmbeddedNats
-from dynamo_lite.protocol import BlockStored, LoadReport, RelayedKvEvents, RequestId, Role
+from dynamo_lite.protocol import BlockStored, KvEventsMessage, LoadReport, RelayedKvEvents, RequestId, Role
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
 from dynamo_lite.orchestrator.state import pid_alive
 from tests.waiting import eventually_async
@@ -56,10 +56,14 @@ async def nc(nats_server: EmbeddedNats) -> AsyncIterator[NatsClient]:
 
 
 async def collect(nc: NatsClient, subject: str, type_: type) -> list:
+    """Every message on `subject` as `type_`; a KV events message's batches one by one."""
     got: list = []
 
     async def on_msg(msg) -> None:  # noqa: ANN001
-        got.append(msgspec.json.decode(msg.data, type=type_))
+        if type_ is RelayedKvEvents:  # a message holds one or more batches (protocol.KvEventsMessage)
+            got.extend(msgspec.json.decode(msg.data, type=KvEventsMessage))
+        else:
+            got.append(msgspec.json.decode(msg.data, type=type_))
 
     await nc.subscribe(subject, cb=on_msg)
     return got
