@@ -1,7 +1,7 @@
 """The frontend's aiohttp application: its state (state.py), its connections, its routes (handlers.py).
 
 `build_app(config, tokenizers)` wires everything; the connections that own I/O
-(HTTP session to engines, etcd watch, NATS subscriptions, the prefill submitter)
+(kept-alive connections to engines, etcd watch, NATS subscriptions, the prefill submitter)
 live in one cleanup_ctx: opened before the app serves, closed in reverse order
 after it stops accepting and its in-flight requests ended.
 """
@@ -13,7 +13,6 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 
-import aiohttp
 import msgspec
 from aiohttp import web
 from nats.aio.client import Client as NatsClient
@@ -26,6 +25,7 @@ from dynamo_lite.frontend.errors import ANTHROPIC_PATHS, openai_errors
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.flow import RequestFlow
 from dynamo_lite.frontend.handlers import add_routes
+from dynamo_lite.frontend.http1 import EnginePool
 from dynamo_lite.frontend.load_share import open_load_share
 from dynamo_lite.frontend.metrics import FrontendMetrics
 from dynamo_lite.frontend.snapshot import open_snapshots
@@ -76,8 +76,8 @@ async def open_connections(app: web.Application) -> AsyncIterator[None]:
     state = app[STATE]
     cfg = state.config
     async with contextlib.AsyncExitStack() as stack:
-        session = await stack.enter_async_context(
-            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False))
+        engine_pool = EnginePool()
+        stack.push_async_callback(engine_pool.close)
         etcd = await stack.enter_async_context(etcd_client(cfg.etcd_url))
         watcher = WorkerWatcher(etcd, cfg.namespace)
         watcher.add_listener(state.fleet.on_worker_change)
@@ -93,7 +93,7 @@ async def open_connections(app: web.Application) -> AsyncIterator[None]:
         submitter = PrefillSubmitter(nc, cfg.namespace)
         await submitter.start()
         stack.push_async_callback(submitter.stop)
-        engines = EngineClient(session, cfg.frontend.upstream_timeout_s)
+        engines = EngineClient(engine_pool, cfg.frontend.upstream_timeout_s)
         state.flow = RequestFlow(state.fleet, engines, submitter, state.metrics, cfg.flow_settings())
         log.info("frontend connected: %d workers known, models %s", len(watcher.workers),
                  ", ".join(state.models) or "(none)")

@@ -17,14 +17,15 @@ migration appends to the prompt. An engine that does not return them yields piec
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import msgspec
 
+from dynamo_lite.frontend.http1 import ConnectTimeout, EnginePool, Response
 from dynamo_lite.frontend.request import Piece, Sampling, TokenLogprob
 from dynamo_lite.protocol import KvTransferParams, RequestId, WorkerRecord
 
@@ -94,11 +95,10 @@ _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 
 
 class EngineClient:
-    def __init__(self, session: aiohttp.ClientSession, timeout_s: float, connect_timeout_s: float = 5.0) -> None:
-        self.session = session
+    def __init__(self, pool: EnginePool, timeout_s: float, connect_timeout_s: float = 5.0) -> None:
+        self.pool = pool
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=timeout_s)
 
     async def stream(self, worker: WorkerRecord, request_id: RequestId, model: str, prompt: list[int],
                      max_tokens: int, sampling: Sampling, kv_transfer_params: KvTransferParams | None,
@@ -114,44 +114,40 @@ class EngineClient:
             body["stream_options"] = {"include_usage": True}
         if kv_transfer_params is not None:
             body["kv_transfer_params"] = kv_transfer_params
-        timeout = self.timeout
-        if whole:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s,
-                                            sock_read=self.timeout_s + max_tokens * WHOLE_TOKEN_ALLOWANCE_S)
-        url = f"{worker.engine_url}/v1/completions"
+        read_timeout_s = self.timeout_s + (max_tokens * WHOLE_TOKEN_ALLOWANCE_S if whole else 0.0)
         headers = {"X-Request-Id": request_id, "Content-Type": "application/json"}
         echoed = len(prompt) if sampling.echo else 0
         finished = False
+        resp: Response | None = None
         try:
-            async with self.session.post(url, data=msgspec.json.encode(body), headers=headers,
-                                         timeout=timeout) as resp:
-                if resp.status != 200:
-                    await _raise_for(resp)
-                pieces = _chunk_pieces(_decoded(await resp.read()), usage, echoed) if whole else \
-                    _pieces(resp, usage, echoed)
-                try:
-                    async for piece in pieces:
-                        finished = finished or piece.finish_reason is not None
-                        yield piece
-                finally:
-                    if not finished:
-                        resp.close()  # abort: drop the connection rather than read the rest
-        except aiohttp.ConnectionTimeoutError as e:  # could not even connect: try another worker
+            resp = await self.pool.post(worker.engine_url, "/v1/completions", msgspec.json.encode(body), headers,
+                                        self.connect_timeout_s, read_timeout_s)
+            if resp.status != 200:
+                await _raise_for(resp)
+            pieces = _chunk_pieces(_decoded(await resp.read()), usage, echoed) if whole else \
+                _pieces(resp, usage, echoed)
+            async for piece in pieces:
+                finished = finished or piece.finish_reason is not None
+                yield piece
+        except ConnectTimeout as e:  # could not even connect: try another worker
             raise WorkerFailed(f"worker {worker.worker_id}: connect timed out") from e
         except TimeoutError as e:
-            raise UpstreamTimeout(f"worker {worker.worker_id} sent nothing for {timeout.sock_read:.0f} s") from e
-        except (aiohttp.ClientError, ConnectionError) as e:
+            raise UpstreamTimeout(f"worker {worker.worker_id} sent nothing for {read_timeout_s:.0f} s") from e
+        except OSError as e:  # refused, reset, or the answer broken off (http1.EngineDisconnected)
             if finished:  # the answer is complete; only the trailer (usage, [DONE]) was lost
                 log.warning("request %s: worker %s dropped the connection after the last token", request_id,
                             worker.worker_id)
                 return
             raise WorkerFailed(f"worker {worker.worker_id}: {type(e).__name__}: {e}") from e
+        finally:
+            if resp is not None:
+                resp.close()  # after a whole answer read to its end, a no-op; else it aborts the request
         if not finished:
             raise WorkerFailed(f"worker {worker.worker_id}: stream ended before the request finished")
 
 
-async def _raise_for(resp: aiohttp.ClientResponse) -> None:
-    text = await resp.text(errors="replace")
+async def _raise_for(resp: Response) -> None:
+    text = (await resp.read()).decode("utf-8", "replace")
     message = text[:500]
     try:
         payload = msgspec.json.decode(text)
@@ -173,17 +169,21 @@ def _decoded(data: bytes) -> _Chunk:
         raise WorkerFailed(f"engine sent an answer that is not a completion: {e}") from None
 
 
-async def _pieces(resp: aiohttp.ClientResponse, usage: StreamUsage, echoed: int = 0) -> AsyncIterator[Piece]:
+async def _pieces(resp: Response, usage: StreamUsage, echoed: int = 0) -> AsyncIterator[Piece]:
     """The engine's SSE chunks as pieces; with `echoed` prompt tokens, the first chunk's leading logprobs are theirs."""
-    async for line in resp.content:
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
+    async with contextlib.aclosing(resp.lines()) as lines:
+        async for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                break
+            async for piece in _chunk_pieces(_decoded(data), usage, echoed):
+                echoed = 0
+                yield piece
+        else:
             return
-        async for piece in _chunk_pieces(_decoded(data), usage, echoed):
-            echoed = 0
-            yield piece
+    await resp.read()  # after [DONE], the stream's end (its last chunk), so that the connection is kept
 
 
 async def _chunk_pieces(chunk: _Chunk, usage: StreamUsage, echoed: int) -> AsyncIterator[Piece]:

@@ -11,16 +11,18 @@ from dynamo_lite.frontend.upstream import StreamUsage, UpstreamRejected, WorkerF
 
 
 class FakeResponse:
+    """An engine answer's lines, as `http1.Response.lines()` gives them (the transport is tested in test_http1.py)."""
+
     def __init__(self, *chunks: object) -> None:
-        self.lines = [b"data: " + (c if isinstance(c, bytes) else json.dumps(c).encode()) + b"\n" for c in chunks]
+        self._lines = [b"data: " + (c if isinstance(c, bytes) else json.dumps(c).encode()) for c in chunks]
 
-    @property
-    def content(self) -> AsyncIterator[bytes]:
-        async def lines() -> AsyncIterator[bytes]:
-            for line in self.lines:
-                yield line
+    async def lines(self) -> AsyncIterator[bytes]:
+        for line in self._lines:
+            yield line
+            yield b""
 
-        return lines()
+    async def read(self) -> bytes:
+        return b""
 
 
 def chunk(text: str, ids: list[int], finish: str | None = None) -> dict:
@@ -60,8 +62,8 @@ class FakeErrorResponse:
         self.status = status
         self.body = json.dumps({"error": {"message": message}})
 
-    async def text(self, errors: str = "strict") -> str:
-        return self.body
+    async def read(self) -> bytes:
+        return self.body.encode()
 
 
 async def test_an_engine_404_is_a_worker_failure_other_4xx_the_clients() -> None:
