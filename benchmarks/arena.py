@@ -15,7 +15,8 @@ started, the router is put in front of it, and the same requests are replayed th
 
 Workloads (``--workload``): ``mooncake``, the trace in ``--trace`` (by default the Mooncake synthetic trace
 shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``, generated in process from
-``--seed`` by benchmarks/trace_gen.py. ``--rate X`` compresses arrival times X-fold (the load);
+``--seed`` by benchmarks/trace_gen.py. ``--rate X`` compresses arrival times X-fold (the load), and
+``--rate-profile`` then warps them so that the load varies (a sine, a step, a burst train: rate_profile.py);
 ``--capacity-fraction F`` sets each engine's KV cache to F x the slice's distinct blocks (cache pressure:
 1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times;
 ``--records DIR`` keeps every request's record (cached tokens, TTFT) per run, for analysis by request.
@@ -59,6 +60,7 @@ from benchmarks.arena_fleet import MODEL, Fleet, FleetParams, busy_shares, engin
 from benchmarks.arena_report import Entry, plot, table  # noqa: E402
 from benchmarks.cluster import counter_by_label, frontend_processes  # noqa: E402
 from benchmarks.paths import MOONCAKE_TRACE, RESULTS, add_trace_option, recorded, recorded_args  # noqa: E402
+from benchmarks.rate_profile import RateProfile  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
         "dynamo_lite:round_robin")  # fmt: skip
@@ -171,6 +173,13 @@ def capacity(args: argparse.Namespace, requests: list[trace_replay.ReplayRequest
     return out
 
 
+def _profile(text: str) -> RateProfile:
+    try:
+        return RateProfile.parse(text)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--routers", default=",".join(ROUTERS),
@@ -185,6 +194,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=8, help="mock engines in the fleet")
     p.add_argument("--time-scale", type=float, default=0.1, help="wall seconds per (rate-compressed) trace second")
     p.add_argument("--rate", type=float, default=1.0, help="multiply the trace's arrival rate (the load) by this")
+    p.add_argument("--rate-profile", default="flat", type=_profile,
+                   help="then warp the arrival times by this rate profile, in wall seconds: flat, "
+                        "sine:period=120,amplitude=0.4, step:at=120,low=0.5,high=1.5, burst:period=120,duty=0.25,"
+                        "high=2 (benchmarks/rate_profile.py); the mean rate stays --rate over whole periods")
     p.add_argument("--tokens-per-hash", type=int, default=64, help="prompt tokens per 512-token trace block")
     p.add_argument("--max-output", type=int, default=32, help="cap on output tokens per request")
     p.add_argument("--num-gpu-blocks", type=int, default=16384,
@@ -222,15 +235,16 @@ def main(argv: list[str] | None = None) -> int:
         trace, described = workload(args, work)
         requests = trace_replay.load_trace(trace, args.requests, args.tokens_per_hash, max_output=args.max_output)
         requests = [dataclasses.replace(r, at_s=r.at_s / args.rate) for r in requests]
+        requests = trace_replay.warp(requests, args.rate_profile, args.time_scale)
         cap = capacity(args, requests)
         longest = max(r.input_tokens + r.output_tokens for r in requests)
         fleet = FleetParams(args.workers, args.block_size, int(cap["num_gpu_blocks"]),  # type: ignore[call-overload]
                             args.speedup or 1 / args.time_scale, max_model_len=max(4096, longest + 1),
                             timing=args.timing)  # fmt: skip
-        refs = arena_refs.references(requests, fleet.block_size, fleet.workers, fleet.num_gpu_blocks)
+        refs = arena_refs.references(requests, fleet.block_size, fleet.workers, fleet.num_gpu_blocks, fleet.timing)
         log(f"{described['name']}: {len(requests)} requests over {requests[-1].at_s * args.time_scale:.0f} s wall, "
             f"{fleet.workers} workers x {fleet.num_gpu_blocks} blocks ({cap['distinct_blocks']} distinct in the "
-            f"slice), timing {fleet.timing}; references: "
+            f"slice), timing {fleet.timing}, rate x{args.rate:g}, {args.rate_profile.describe()}; references: "
             f"{', '.join(f'{r.name} {r.prefix_hit_ratio:.1%}' for r in refs)}; routers: {', '.join(args.labels)}")
         env = peers.ensure_installed(progress=log) if any(not is_ours(x) for x in args.labels) else None
         entries = [run_one(label, rep, fleet, requests, args, env, work)
@@ -240,12 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-              "workload": described, "rate": args.rate, "capacity": cap, "timing": fleet.timing,
+              "workload": described, "rate": args.rate, "rate_profile": args.rate_profile.describe(), "capacity": cap,
+              "timing": fleet.timing,
               "fleet": asdict(fleet), "args": {k: str(v) for k, v in recorded_args(args).items()},
               "references": [asdict(r) for r in refs], "peers": peers.PINS,
               "routers": [asdict(e) for e in entries], "table": text}  # fmt: skip
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(entries, refs, f"Router arena: {described['name']}, {fleet.workers} workers x {fleet.num_gpu_blocks} blocks",
+    plot(entries, refs, f"Router arena: {described['name']}, {fleet.workers} workers x {fleet.num_gpu_blocks} blocks, "
+         f"load x{args.rate:g} ({args.rate_profile.describe()}), {args.tokens_per_hash} tokens per trace block",
          args.out.with_suffix(".png"))
     log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0

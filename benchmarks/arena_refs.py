@@ -13,6 +13,11 @@ prefix of its full expansion, see trace_replay.block_tokens).
   prompt) go round robin among the tied workers. Load is ignored: this is the placement that keeps each
   prefix home and spreads the rest.
 - ``round_robin``: per-worker LRU of ``capacity`` blocks, requests dealt round robin.
+
+Under the mock's Dynamo timing, ``shared`` also carries a TTFT floor: each request alone on an idle
+engine, with what the shared cache holds of its prompt, in the fewest milliseconds the timing allows
+(`least_prefill_ms`). No router on that fleet can give a request a shorter TTFT, so no router's TTFT
+percentile can be below the floor's.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.lru_sim import LruCache
+from benchmarks.replay_stats import percentile
 from benchmarks.trace_replay import ReplayRequest
+from dynamo_lite.engines.mock.timing import DYNAMO_DEFAULTS, DynamoTiming
 
 REFERENCES = ("shared", "sticky", "round_robin")
 
@@ -30,6 +37,7 @@ REFERENCES = ("shared", "sticky", "round_robin")
 class Reference:
     name: str  # one of REFERENCES
     prefix_hit_ratio: float  # cached / prompt tokens
+    ttft_floor_ms: tuple[float, float] | None = None  # shared, Dynamo timing: the floor's (p50, p99)
 
 
 class BlockNames:
@@ -91,10 +99,40 @@ def simulate(requests: Sequence[ReplayRequest], block_size: int, workers: int, c
     return hit / total if total else 0.0
 
 
-def references(requests: Sequence[ReplayRequest], block_size: int, workers: int, capacity: int) -> list[Reference]:
-    """The three references of one slice, block size and per-worker capacity."""
+def ttft_floor(requests: Sequence[ReplayRequest], block_size: int,
+               budget: int = DYNAMO_DEFAULTS["max_num_batched_tokens"]) -> tuple[float, float]:  # fmt: skip
+    """(p50, p99) in ms of each request's least TTFT on the mock's Dynamo timing (`least_prefill_ms` of
+    its prompt less the shared cache's prefix), in trace order."""
+    names, cache = BlockNames(block_size), LruCache(None)
+    floors = sorted(least_prefill_ms(r.input_tokens - block_size * hit_blocks(
+        r.input_tokens, cache.admit(names.of(r)).hits, block_size), budget) for r in requests)  # fmt: skip
+    return percentile(floors, 50), percentile(floors, 99)
+
+
+def least_prefill_ms(tokens: int, budget: int) -> float:
+    """The least time Dynamo's timing gives for computing ``tokens`` prompt tokens and sampling one.
+
+    A pass takes P(T) = a T^2 + b T + c for its T prefill tokens (T <= ``budget``), plus a decode term
+    when it samples, at least its value for an empty cache. Other requests' tokens in a pass only
+    lengthen it. Over n passes, a T^2 summed is least with equal parts: a tokens^2 / n + b tokens + n c,
+    for the n >= ceil(tokens / budget) that makes it least (convex in n). The engine's own chunks (full
+    budgets first) are never faster, and a worker never holds more than the shared cache: so no
+    router gives a request a shorter TTFT on that fleet; queueing, the frontend and the network add."""
+    t = DynamoTiming()
+    n = max(1, -(-tokens // budget))
+    least = n * t.prefill_ms(tokens / n)  # type: ignore[arg-type]  # n equal parts of a pass each
+    while (more := (n + 1) * t.prefill_ms(tokens / (n + 1))) < least:  # type: ignore[arg-type]
+        n, least = n + 1, more
+    return least + t.decode_ms(0, 1)
+
+
+def references(requests: Sequence[ReplayRequest], block_size: int, workers: int, capacity: int,
+               timing: str = "roofline") -> list[Reference]:  # fmt: skip
+    """The three references of one slice, block size and per-worker capacity (with the TTFT floor on
+    ``shared`` for the mock's ``dynamo`` timing)."""
+    floor = ttft_floor(requests, block_size) if timing == "dynamo" else None
     return [
-        Reference("shared", simulate(requests, block_size, 1, None, "round_robin")),
+        Reference("shared", simulate(requests, block_size, 1, None, "round_robin"), floor),
         Reference("sticky", simulate(requests, block_size, workers, capacity, "sticky")),
         Reference("round_robin", simulate(requests, block_size, workers, capacity, "round_robin")),
     ]

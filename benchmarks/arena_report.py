@@ -92,8 +92,10 @@ def table(entries: Sequence[Entry], refs: Sequence[Reference], workers: int) -> 
             + (f"{statistics.fmean(b[0] for b in spreads):.2f} | {statistics.fmean(b[1] for b in spreads):.2f} |"
                if spreads else "- | - |"))  # fmt: skip
     for r in refs:
+        floor = (f"{r.ttft_floor_ms[0]:.0f} (floor) | {r.ttft_floor_ms[1]:.0f} (floor) | "
+                 f"{_ratio([r.ttft_floor_ms[1]], _values(base, _ttft('p99')))} |" if r.ttft_floor_ms else "- | - | - |")
         lines.append(f"| reference: {r.name} | - | - | {r.prefix_hit_ratio:.1%} | "
-                     f"{f'{r.prefix_hit_ratio / sticky:.2f}' if sticky else '-'} | - | - | - | - | - | - | - |")
+                     f"{f'{r.prefix_hit_ratio / sticky:.2f}' if sticky else '-'} | {floor} - | - | - | - |")
     return "\n".join(lines)
 
 

@@ -1,10 +1,13 @@
-"""benchmarks/arena.py --records: every request's record, one JSON line each, read back unchanged."""
+"""benchmarks/arena.py: --records (every request's record, one JSON line each, read back unchanged) and
+--rate-profile."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
@@ -27,3 +30,13 @@ def test_records_round_trip(tmp_path: Path) -> None:
 def test_records_option_names_a_directory() -> None:
     assert arena.parse(["--records", "/tmp/x"]).records == Path("/tmp/x")
     assert arena.parse([]).records is None
+
+
+def test_rate_profile_option_parses_and_names_a_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert arena.parse([]).rate_profile.kind == "flat"
+    sine = arena.parse(["--rate-profile", "sine:period=20,amplitude=0.4"]).rate_profile
+    assert (sine.kind, sine.period, sine.amplitude) == ("sine", 20.0, 0.4)
+    with pytest.raises(SystemExit) as refused:
+        arena.parse(["--rate-profile", "sine:wobble=1"])
+    assert refused.value.code == 2
+    assert "unknown key 'wobble'" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""benchmarks/arena_refs.py and lru_sim.py: the arena's references on a hand-made trace, hits computed by hand."""
+"""benchmarks/arena_refs.py and lru_sim.py: the arena's references on a hand-made trace, hits computed by hand;
+the TTFT floor against every way of cutting a prompt into passes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.arena_refs import BlockNames, distinct_blocks, hit_blocks, references, simulate  # noqa: E402
+from benchmarks.arena_refs import (  # noqa: E402
+    BlockNames,
+    distinct_blocks,
+    hit_blocks,
+    least_prefill_ms,
+    references,
+    simulate,
+    ttft_floor,
+)
 from benchmarks.lru_sim import LruCache  # noqa: E402
 from benchmarks.trace_replay import ReplayRequest  # noqa: E402
+from dynamo_lite.engines.mock.timing import DynamoTiming  # noqa: E402
 
 # engine blocks of 4 tokens, 8 tokens per hash id: id 1 = blocks A1 A2, id 2 = B1 B2, id 3 = C1 C2
 TRACE = [
@@ -68,3 +78,37 @@ def test_lru_evicts_tails_first() -> None:
     assert admission.evicted == ["c", "b"] and admission.hits == 0
     assert cache.admit(["a", "b"]).hits == 1
     assert LruCache(None).admit(list(range(1000))).evicted == []
+
+
+def _fastest_cut_ms(tokens: int, budget: int, step: int) -> float:
+    """The least prefill time over every way of cutting ``tokens`` into passes of at most ``budget``, in
+    parts of ``step`` tokens (a dynamic programme over the tokens left)."""
+    timing = DynamoTiming()
+    best = [0.0] + [float("inf")] * (tokens // step)
+    for left in range(1, tokens // step + 1):
+        best[left] = min(best[left - k] + timing.prefill_ms(k * step) for k in range(1, min(left, budget // step) + 1))
+    return best[-1]
+
+
+@pytest.mark.parametrize("tokens", [256, 8192, 12288, 16384, 24576, 40960, 131072])
+def test_the_floor_is_below_every_cut_of_a_prompt_into_passes(tokens: int) -> None:
+    timing, budget = DynamoTiming(), 8192
+    first = timing.decode_ms(0, 1)  # the decode term of the pass that samples, at its least
+    fastest = _fastest_cut_ms(tokens, budget, 256) + first
+    floor = least_prefill_ms(tokens, budget)
+    assert 0.99 * fastest <= floor <= fastest + 1e-9  # equal fractional parts: at most the best whole cut
+    greedy = sum(timing.prefill_ms(min(budget, tokens - i)) for i in range(0, tokens, budget)) + first
+    assert floor <= greedy  # the engine's own chunks (full budgets first) are never faster
+    if tokens == 16384:  # three passes of 5461 beat two of 8192: the quadratic term outweighs a pass
+        assert floor < 2 * timing.prefill_ms(8192) + first
+
+
+def test_the_floor_counts_what_the_shared_cache_holds() -> None:
+    timing = DynamoTiming()
+    p50, p99 = ttft_floor(TRACE, 4)
+    # uncached: 16 (cold), 8 (A cached), 4 (A B cached, the last block computed again), 1 (A B1 cached)
+    alone = sorted(timing.prefill_ms(t) + timing.decode_ms(0, 1) for t in (16, 8, 4, 1))
+    assert p50 == pytest.approx((alone[1] + alone[2]) / 2) and p99 == pytest.approx(alone[2] + 0.97 * (alone[3] - alone[2]))
+    shared = references(TRACE, 4, 2, 4, timing="dynamo")[0]
+    assert shared.name == "shared" and shared.ttft_floor_ms == (p50, p99)
+    assert references(TRACE, 4, 2, 4)[0].ttft_floor_ms is None  # roofline: no floor claimed
