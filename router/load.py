@@ -18,9 +18,11 @@ accounted for is kept as an offset, added to the own and peer figures until the
 next report:
 - decode: ``max(0, kv_usage * kv_capacity_blocks - own and peer decode_blocks)``,
   only when the worker's capacity is known;
-- prefill: ``max(0, waiting - own and peer requests still prefilling) *`` the
-  mean uncached tokens of this router's requests (``default_prefill_tokens``
-  before it has seen any).
+- prefill: ``max(0, waiting - own and peer requests awaiting their first
+  token) *`` the mean uncached tokens of this router's requests
+  (``default_prefill_tokens`` before it has seen any). A request prefilled
+  elsewhere (`prefilled_elsewhere`) loads no prefill here, but the engine counts
+  it as waiting until its KV has arrived, so it is one of those awaiting.
 Reports older than ``report_ttl_s`` (by the injected clock, counted from
 arrival) stop counting; a report with an older ``ts`` than the last one is
 ignored.
@@ -52,6 +54,7 @@ class _Own:
     decode_blocks: int = 0
     requests: int = 0
     prefilling: int = 0  # requests whose prefill has not finished
+    awaiting: int = 0  # requests without a first token yet: prefilling, or prefilled elsewhere and waiting for KV
 
 
 _IDLE = _Own()  # shared read-only stand-in for workers with no requests
@@ -79,6 +82,7 @@ class _InFlight:
     uncached_tokens: int
     blocks: int
     prefilling: bool = True
+    awaiting: bool = True  # no first token yet
 
 
 class LoadTracker:
@@ -134,13 +138,31 @@ class LoadTracker:
         own.decode_blocks += blocks
         own.requests += 1
         own.prefilling += 1
+        own.awaiting += 1
         self._uncached_sum += uncached_tokens
         self._started += 1
 
     def prefill_done(self, request_id: RequestId) -> None:
         """The request's first token arrived: its prefill no longer loads the worker. Idempotent."""
         req = self._requests.get(request_id)
-        if req is None or not req.prefilling:
+        if req is None:
+            return
+        self._drop_prefill(req)
+        if req.awaiting:
+            req.awaiting = False
+            own = self._own.get(req.worker_id)
+            if own is not None:
+                own.awaiting -= 1
+
+    def prefilled_elsewhere(self, request_id: RequestId) -> None:
+        """Its prefill ran on another worker: none loads this one, though its first token is still to
+        come (the engine waits for the KV). Idempotent."""
+        req = self._requests.get(request_id)
+        if req is not None:
+            self._drop_prefill(req)
+
+    def _drop_prefill(self, req: _InFlight) -> None:
+        if not req.prefilling:
             return
         req.prefilling = False
         own = self._own.get(req.worker_id)
@@ -171,7 +193,7 @@ class LoadTracker:
         reported_blocks = report.kv_usage * capacity
         known_blocks = own.decode_blocks + peer.decode_blocks
         corr.decode_blocks = max(0.0, reported_blocks - known_blocks) if capacity else 0.0
-        foreign_waiting = max(0, report.waiting - own.prefilling - peer.prefilling)
+        foreign_waiting = max(0, report.waiting - own.awaiting - peer.awaiting)
         corr.prefill_tokens = foreign_waiting * self._mean_prefill_tokens()
         corr.waiting = foreign_waiting
         corr.ts = report.ts
@@ -190,7 +212,7 @@ class LoadTracker:
 
     def own_loads(self) -> dict[WorkerId, WorkerLoad]:
         """This router's own figures per worker it has requests in flight on (what its peers need)."""
-        return {w: WorkerLoad(o.prefill_tokens, o.decode_blocks, o.requests, o.prefilling)
+        return {w: WorkerLoad(o.prefill_tokens, o.decode_blocks, o.requests, o.prefilling, o.awaiting)
                 for w, o in self._own.items() if o.requests}
 
     def peers(self) -> int:
@@ -250,6 +272,7 @@ class LoadTracker:
                     total.decode_blocks += load.decode_blocks
                     total.requests += load.requests
                     total.prefilling += load.prefilling
+                    total.awaiting += max(load.awaiting, load.prefilling)  # a sender without the field: 0
             if total.requests or total.decode_blocks or total.prefill_tokens:
                 self._peer_sum[w] = total
             else:

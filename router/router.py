@@ -12,6 +12,7 @@ Life cycle, all calls from one thread (the frontend's event loop):
 - per request: `route` decides (it changes no load or index state, only the
   round-robin cursor and the generator), then the caller commits with
   `on_request_start(request_id, decision)` once it really sends the request,
+  `on_prefilled_elsewhere` when its prefill ran on another worker,
   `on_prefill_done` at the first token, `on_request_finish` at the end (any
   reason). In ``approx`` mode `on_request_start` is also what teaches the index; in
   ``ttft`` mode `on_prefill_done(measured=True)` and `on_request_finish(output_tokens)`
@@ -241,6 +242,13 @@ class Router:
             self._approx.learn(decision.worker_id, decision.block_hashes)
         if decision.ttft is not None:
             self.ttft_model.sent(request_id, decision.worker_id, decision.ttft.x, decision.ttft.kv_fill, self._clock())
+
+    def on_prefilled_elsewhere(self, request_id: RequestId) -> None:
+        """Its prefill ran on another worker (remote prefill): it queues no prefill on its worker, which
+        still counts it as waiting until the KV arrives; nothing to learn from its first token."""
+        self._load.prefilled_elsewhere(request_id)
+        self.ttft_model.first_token(request_id, self._clock(), False)
+        self._changed()
 
     def on_prefill_done(self, request_id: RequestId, measured: bool = True) -> None:
         """First token received (or remote prefill finished). Idempotent; unknown ids ignored.

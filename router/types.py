@@ -39,6 +39,8 @@ class WorkerLoad(msgspec.Struct, frozen=True, array_like=True):
     decode_blocks: int  # KV blocks of the prompts of its requests in flight
     requests: int  # its requests in flight
     prefilling: int  # of those, the ones whose prefill has not finished
+    awaiting: int = 0  # of its requests, those without a first token yet (prefilling, or prefilled elsewhere
+    # and waiting for their KV): what the engine may count as waiting. 0 from a sender that predates it
 
 
 class PeerLoad(msgspec.Struct, frozen=True, kw_only=True):

@@ -122,7 +122,7 @@ class RequestFlow:
             measured = not whole and kv_params is None
             fleet.router.on_request_start(attempt, decision)
             if kv_params is not None:  # prefilled elsewhere: no prefill work queues on this worker
-                fleet.router.on_prefill_done(attempt, measured=False)
+                fleet.router.on_prefilled_elsewhere(attempt)
             try:
                 async for piece in self.engines.stream(worker, req.request_id, req.model, prompt,
                                                        req.max_tokens - len(generated), sampling, kv_params,

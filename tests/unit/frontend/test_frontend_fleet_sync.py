@@ -103,6 +103,6 @@ def test_peer_loads_go_to_each_models_router_and_own_loads_merge_the_models():
     f.models["m"].router.on_request_start(RequestId("r1"), ra)
     rb = f.models["n"].router.route(prompt(1), [B])
     f.models["n"].router.on_request_start(RequestId("r2"), rb)
-    assert f.own_loads() == {A: WorkerLoad(8, 2, 1, 1), B: WorkerLoad(4, 1, 1, 1)}
+    assert f.own_loads() == {A: WorkerLoad(8, 2, 1, 1, 1), B: WorkerLoad(4, 1, 1, 1, 1)}
     f.on_peer_load(PeerLoad(frontend_id="other", ts=2.0, workers={}))  # the peer went idle
     assert f.models["m"].router.load_of(A).decode_blocks == 2

@@ -80,3 +80,33 @@ def test_remove_worker_forgets_it():
     t.remove_worker(A)
     t.finish(RequestId("r"))  # no error, no negative load resurrected
     assert t.view(A).decode_blocks == 0
+
+
+def test_a_request_prefilled_elsewhere_and_waiting_for_its_kv_is_not_foreign_prefill():
+    """A decode engine counts a request as waiting until its KV has arrived from the prefill worker;
+    the router already knows that request, and it queues no prefill there."""
+    t = LoadTracker(16, Clock(), default_prefill_tokens=100)
+    t.start(RequestId("r"), A, prompt_tokens=160, uncached_tokens=160)
+    t.prefilled_elsewhere(RequestId("r"))
+    t.prefilled_elsewhere(RequestId("r"))  # idempotent
+    t.update(report(waiting=1, ts=1.0))  # the engine: 1 waiting (for its KV)
+    v = t.view(A)
+    assert (v.prefill_tokens, v.prefilling, v.requests) == (0, 0, 1)
+    t.prefill_done(RequestId("r"))  # its first token: no longer waiting there
+    t.update(report(waiting=1, ts=2.0))  # now 1 waiting that no known router sent
+    assert t.view(A).prefill_tokens == pytest.approx(160) and t.view(A).prefilling == 1
+    t.finish(RequestId("r"))
+    assert t.own_loads() == {}
+
+
+def test_what_peers_are_told_includes_requests_waiting_for_kv():
+    t = LoadTracker(16, Clock())
+    t.start(RequestId("local"), A, 32, 32)
+    t.start(RequestId("remote"), A, 32, 32)
+    t.prefilled_elsewhere(RequestId("remote"))
+    load = t.own_loads()[A]
+    assert (load.prefill_tokens, load.prefilling, load.awaiting) == (32, 1, 2)
+    other = LoadTracker(16, Clock())
+    other.update_peer("p", 1.0, {A: load})
+    other.update(report(waiting=2))  # both of the peer's requests: nothing foreign
+    assert other.view(A).prefill_tokens == 32

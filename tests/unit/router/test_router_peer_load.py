@@ -27,7 +27,7 @@ def test_peer_loads_add_up_replace_and_expire():
     t.update_peer("p1", 10.0, {A: WorkerLoad(100, 7, 2, 1)})
     t.update_peer("p2", 50.0, {A: WorkerLoad(0, 3, 1, 0), B: WorkerLoad(16, 1, 1, 1)})
     assert t.views([A, B]) == [(132.0, 12.0, 4, 2.0), (16.0, 1.0, 1, 1.0)]
-    assert t.own_loads() == {A: WorkerLoad(32, 2, 1, 1)}  # only its own, for its peers
+    assert t.own_loads() == {A: WorkerLoad(32, 2, 1, 1, 1)}  # only its own, for its peers
     t.update_peer("p1", 9.0, {})  # older than p1's last message: ignored
     assert t.view(A).requests == 4
     clock.now = 1.0
