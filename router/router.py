@@ -251,7 +251,7 @@ class Router:
         self._changed()
 
     def on_prefill_done(self, request_id: RequestId, measured: bool = True) -> None:
-        """First token received (or remote prefill finished). Idempotent; unknown ids ignored.
+        """First token received (after `on_prefilled_elsewhere` too). Idempotent; unknown ids ignored.
 
         ``measured``: the time since `on_request_start` is a real first token of a prefill on that
         worker (not a whole answer, not a prefill run elsewhere); ttft mode learns from it.
