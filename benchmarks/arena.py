@@ -41,9 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import json
-import math
 import os
 import platform
 import sys
@@ -55,17 +53,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import arena_refs, peers, trace_gen, trace_replay  # noqa: E402
+from benchmarks import arena_refs, peers, trace_replay  # noqa: E402
 from benchmarks.arena_fleet import MODEL, Fleet, FleetParams, busy_shares, engine_counters, ours, peer  # noqa: E402
 from benchmarks.arena_report import Entry, plot, table  # noqa: E402
+from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes  # noqa: E402
-from benchmarks.paths import MOONCAKE_TRACE, RESULTS, add_trace_option, recorded, recorded_args  # noqa: E402
-from benchmarks.rate_profile import RateProfile  # noqa: E402
+from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
         "dynamo_lite:round_robin")  # fmt: skip
 ROUTERS = (*OURS, *(p.label for p in peers.PEERS))
-WORKLOADS = ("mooncake", *trace_gen.WORKLOADS)
 
 
 def log(line: str) -> None:
@@ -146,68 +143,11 @@ def write_records(path: Path, records: list) -> None:
     log(f"wrote {path}")
 
 
-def workload(args: argparse.Namespace, work: Path) -> tuple[Path, dict[str, object]]:
-    """The trace file to replay and what the JSON records about it."""
-    if args.workload == "mooncake":
-        return args.trace, {"name": "mooncake", "trace": recorded(args.trace)}
-    lines, params = trace_gen.generate(args.workload, args.requests, args.seed)
-    path = work / f"{args.workload}.jsonl"
-    trace_gen.write_trace(lines, path)
-    return path, {"name": args.workload, "seed": args.seed, "generator": trace_gen.params_json(params)}
-
-
-def capacity(args: argparse.Namespace, requests: list[trace_replay.ReplayRequest]) -> dict[str, object]:
-    """Per-engine KV blocks: --num-gpu-blocks, or --capacity-fraction x the slice's distinct blocks, never
-    below twice what the longest request needs."""
-    bs = args.block_size
-    distinct = arena_refs.distinct_blocks(requests, bs)
-    floor = 2 * max(math.ceil((r.input_tokens + r.output_tokens) / bs) for r in requests)
-    out: dict[str, object] = {"distinct_blocks": distinct, "fraction": args.capacity_fraction}
-    blocks = args.num_gpu_blocks if args.capacity_fraction is None else math.ceil(args.capacity_fraction * distinct)
-    if blocks < floor:
-        log(f"capacity: {blocks} blocks per engine raised to {floor}, twice the longest request's "
-            f"{floor // 2} blocks (a smaller cache could not run it beside another)")
-        out["raised_from"] = blocks
-        blocks = floor
-    out["num_gpu_blocks"] = blocks
-    return out
-
-
-def _profile(text: str) -> RateProfile:
-    try:
-        return RateProfile.parse(text)
-    except (TypeError, ValueError) as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--routers", default=",".join(ROUTERS),
                    help=f"comma-separated, from: {', '.join(ROUTERS)} (or any dynamo_lite:<mode>[:<N>p])")
-    p.add_argument("--workload", choices=WORKLOADS, default="mooncake",
-                   help="mooncake: the --trace file; chat, tenants: generated (benchmarks/trace_gen.py) from --seed")
-    add_trace_option(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of a generated workload")
-    p.add_argument("--requests", type=int, default=1000,
-                   help="requests replayed per router (on the Mooncake trace prefix sharing grows with the slice: "
-                        "the ceiling is 17%% for 1,000, 34%% for 2,000, 65%% for all 3,993)")
-    p.add_argument("--workers", type=int, default=8, help="mock engines in the fleet")
-    p.add_argument("--time-scale", type=float, default=0.1, help="wall seconds per (rate-compressed) trace second")
-    p.add_argument("--rate", type=float, default=1.0, help="multiply the trace's arrival rate (the load) by this")
-    p.add_argument("--rate-profile", default="flat", type=_profile,
-                   help="then warp the arrival times by this rate profile, in wall seconds: flat, "
-                        "sine:period=120,amplitude=0.4, step:at=120,low=0.5,high=1.5, burst:period=120,duty=0.25,"
-                        "high=2 (benchmarks/rate_profile.py); the mean rate stays --rate over whole periods")
-    p.add_argument("--tokens-per-hash", type=int, default=64, help="prompt tokens per 512-token trace block")
-    p.add_argument("--max-output", type=int, default=32, help="cap on output tokens per request")
-    p.add_argument("--num-gpu-blocks", type=int, default=16384,
-                   help="KV cache blocks per engine (16,384 x 16 tokens: about 140 of the 8x-reduced prompts)")
-    p.add_argument("--capacity-fraction", type=float, default=None,
-                   help="instead: KV blocks per engine = this x the slice's distinct blocks (1 / (3 x workers): "
-                        "cache pressure)")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--timing", choices=("roofline", "dynamo"), default="roofline",
-                   help="the mock's timing: roofline (8B on an H200) or dynamo (Dynamo's mocker)")
+    add_workload_options(p)
     p.add_argument("--speedup", type=float, default=None, help="mock speed-up (default: 1 / time-scale)")
     p.add_argument("--repeats", type=int, default=1, help="runs of every router, each on a fresh fleet")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
@@ -221,10 +161,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = sorted(x for x in set(args.labels) - set(ROUTERS) if not is_ours(x))
     if unknown:
         p.error(f"unknown router(s) {', '.join(unknown)}; choose from {', '.join(ROUTERS)}")
-    if args.workload != "mooncake" and args.trace != MOONCAKE_TRACE:
-        p.error(f"--trace is the mooncake workload's file; --workload {args.workload} is generated")
-    if args.rate <= 0 or args.repeats < 1 or not 0 < (args.capacity_fraction or 1) <= 1:
-        p.error("--rate must be > 0, --repeats >= 1, --capacity-fraction in (0, 1]")
+    check_workload_options(p, args)
+    if args.repeats < 1:
+        p.error("--repeats must be >= 1")
     return args
 
 
@@ -232,11 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     with tempfile.TemporaryDirectory(prefix="arena-") as tmp:
         work = Path(tmp)
-        trace, described = workload(args, work)
-        requests = trace_replay.load_trace(trace, args.requests, args.tokens_per_hash, max_output=args.max_output)
-        requests = [dataclasses.replace(r, at_s=r.at_s / args.rate) for r in requests]
-        requests = trace_replay.warp(requests, args.rate_profile, args.time_scale)
-        cap = capacity(args, requests)
+        requests, described = load_requests(args, work)
+        cap = capacity(args, requests, log)
         longest = max(r.input_tokens + r.output_tokens for r in requests)
         fleet = FleetParams(args.workers, args.block_size, int(cap["num_gpu_blocks"]),  # type: ignore[call-overload]
                             args.speedup or 1 / args.time_scale, max_model_len=max(4096, longest + 1),

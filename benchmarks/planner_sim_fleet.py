@@ -10,8 +10,11 @@ cluster does, in the frontend's order:
   predicted TTFT + copy price, with the ITL guard), its `TtftModel` seeded
   from the engine profile and learning online from the simulated first tokens
   as the frontend teaches it (local prefills only); the load each candidate
-  reports is read from its scheduler. `router="blocks"`: Dynamo's formula
-  (prompt blocks still to compute there + blocks in use + blocks waiting);
+  reports is read from its scheduler. `router="blocks"`: Dynamo's formula, the
+  router's own (`router.cost.score_candidates`) on the same loads, its ties to
+  the less loaded, then at random (ttft's go to the lower worker id).
+  `router="oracle"` (the arena simulation's reference): the least TTFT that
+  playing each candidate's passes forward gives (`fleet_oracle`);
 - decide where prefill runs: the frontend's own function
   (`dynamo_lite.frontend.disagg.decide`) on the chosen worker's role, the live
   prefill workers, the uncached tokens there and the prefill queue's depth.
@@ -31,16 +34,18 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig
+from benchmarks.fleet_oracle import predicted_ttft
+from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan
 from dynamo_lite.engines.mock.sequence import RemoteKv, Sequence
-from dynamo_lite.engines.mock.timing import RooflineTiming
+from dynamo_lite.engines.mock.timing import RooflineTiming, TimingModel
 from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide, decide_before_queue
 from dynamo_lite.protocol import Role
 from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
-from router.cost import score_ttft
+from router.cost import pick_lowest, score_candidates, score_ttft
 from router.load import LoadView
 from router.ttft import Seed, TtftModel
 
@@ -74,6 +79,10 @@ class Worker:
     draining: bool = False
     stopped_at: float | None = None
     busy: bool = False  # a pass is in progress
+    plan: StepPlan | None = None  # the pass in progress
+    plan_started_at: float = 0.0
+    plan_ends_at: float = 0.0
+    busy_s: float = 0.0  # seconds of passes run
     wake_at: float | None = None  # a wake-up is queued (KV transfer landing)
 
     @property
@@ -84,15 +93,18 @@ class Worker:
 @dataclass
 class FleetConfig:
     sched: SchedulerConfig = field(default_factory=SchedulerConfig)
-    timing: RooflineTiming = field(default_factory=RooflineTiming)
+    timing: TimingModel = field(default_factory=RooflineTiming)
     startup_s: float = 30.0  # from a scale-up decision to the worker serving
     prefill_concurrency: int = 4  # prefill jobs one prefill worker runs at once (the agent's)
     disagg: DisaggPolicy = ALWAYS_REMOTE  # the frontend's conditional-disaggregation settings
     speedup: float = 1.0  # the mock's speedup_ratio: engine seconds per wall second (to predict a live run)
-    router: str = "ttft"  # "ttft": the router's ttft cost and learnt model; "blocks": Dynamo's formula
+    router: str = "ttft"  # "ttft": the router's ttft cost and learnt model; "blocks": Dynamo's formula;
+    # "oracle": the least TTFT that playing each candidate's passes forward gives (fleet_oracle)
     ttft_seed: Seed = field(default_factory=Seed)  # ttft: where the model starts (the engine profile's line)
     itl_target_s: float = 0.0  # ttft: the ITL guard's target (0: no guard)
     copy_weight: float = 1.0  # ttft: the copy price's weight (1: the published planner figures; RouterConfig's is 4)
+    oracle_copy_weight: float = 0.0  # oracle: the copy price, as ttft's, on the oracle's own TTFTs (0: none)
+    oracle_knows_phase: bool = True  # oracle: knows when the pass in progress ends (False: takes it as half done)
 
 
 class Fleet:
@@ -112,6 +124,7 @@ class Fleet:
         self._last_observe = 0.0
         self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
         self.ttft_model = TtftModel(config.ttft_seed)
+        self._rng = random.Random(0)  # the blocks mode's ties
         for role, n in ((Role.PREFILL, prefill), (Role.DECODE, decode), (Role.AGGREGATED, aggregated)):
             for _ in range(n):
                 self._add(role, ready_at=0.0)
@@ -185,8 +198,12 @@ class Fleet:
         if not candidates:  # nothing serving: wait for the first worker to come up
             self.at(self.now + 1.0, "retry_route", req)
             return
-        w = self._ttft_pick(candidates, req) if self.config.router == "ttft" else \
-            min(candidates, key=lambda c: (self._cost(c, req), c.wid))
+        if self.config.router == "ttft":
+            w = self._ttft_pick(candidates, req)
+        elif self.config.router == "oracle":
+            w = self._oracle_pick(candidates, req)
+        else:
+            w = self._blocks_pick(candidates, req)
         req.worker = w
         uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
         prefill_workers = len(self.live(Role.PREFILL))
@@ -225,6 +242,18 @@ class Fleet:
         waiting = sum(len(s.prompt) for s in w.sched.waiting) // self.config.sched.block_size
         return (len(req.hashes) - hits) + w.sched.pool.num_used_blocks + waiting
 
+    def _blocks_pick(self, candidates: list[Worker], req: Request) -> Worker:
+        """The router's blocks choice: Dynamo's formula (`router.cost.score_candidates`, overlap weight 1),
+        ties to the less loaded, then at random (`router.cost.pick_lowest`, as `CostPolicy`)."""
+        bs = self.config.sched.block_size
+        ids = [str(c.wid) for c in candidates]
+        overlaps = {str(c.wid): len(c.sched.pool.lookup_prefix(req.hashes)) for c in candidates}
+        loads = [self._load(c) for c in candidates]
+        scores = score_candidates(ids, overlaps, loads, req.isl, bs, 1.0)
+        i = pick_lowest([s.cost for s in scores], lambda j: loads[j].prefill_tokens / bs + loads[j].decode_blocks,
+                        self._rng)  # fmt: skip
+        return candidates[i]
+
     def _ttft_pick(self, candidates: list[Worker], req: Request) -> Worker:
         """The router's ttft choice: lowest predicted TTFT + copy price (+ the ITL guard's penalty)."""
         bs = self.config.sched.block_size
@@ -239,6 +268,33 @@ class Fleet:
         assert terms is not None
         self.ttft_model.sent(str(req.rid), ids[i], terms.x, terms.kv_fill, self.now)
         return candidates[i]
+
+    def _oracle_pick(self, candidates: list[Worker], req: Request) -> Worker:
+        """The least TTFT from playing each candidate's passes forward (`fleet_oracle`), plus a copy price
+        as the ttft mode's: ``oracle_copy_weight`` x the cache's fill x what the blocks another candidate
+        holds would save here."""
+        bs = self.config.sched.block_size
+        cached = {c.wid: len(c.sched.pool.lookup_prefix(req.hashes[: (req.isl - 1) // bs])) * bs for c in candidates}
+        best = max(cached.values())
+        weight = self.config.oracle_copy_weight
+
+        def cost(c: Worker) -> float:
+            ttft = self.oracle_ttft(c, req)
+            if weight and cached[c.wid] < best:
+                fill = min(1.0, c.sched.pool.num_cached_blocks / c.sched.pool.num_blocks)
+                ttft += weight * fill * (ttft - self.oracle_ttft(c, req, best))
+            return ttft
+
+        return min(candidates, key=lambda c: (cost(c), c.wid))
+
+    def oracle_ttft(self, w: Worker, req: Request, cached_tokens: int | None = None) -> float:
+        """`fleet_oracle.predicted_ttft` of ``req`` on ``w`` now (with ``cached_tokens`` cached there, if
+        given); without `oracle_knows_phase`, the pass in progress is taken as half done."""
+        ends = w.plan_ends_at
+        if w.plan is not None and not self.config.oracle_knows_phase:
+            ends = self.now + (w.plan_ends_at - w.plan_started_at) / 2
+        return predicted_ttft(w.sched, w.plan, ends, self.now, req.hashes, req.isl, cached_tokens, self.config.timing,
+                              self.config.speedup)
 
     def _load(self, w: Worker) -> LoadView:
         """What a worker's load report and the router's in-flight count would say: prompt tokens not computed
@@ -281,11 +337,14 @@ class Fleet:
                 w.wake_at = ready
                 self.at(ready, "wake", w)
             return
-        w.busy = True
-        self.at(self.now + self.config.timing.step_seconds(plan.load) / self.config.speedup, "step_end", (w, plan))
+        w.busy, w.plan = True, plan
+        seconds = self.config.timing.step_seconds(plan.load) / self.config.speedup
+        w.busy_s += seconds
+        w.plan_started_at, w.plan_ends_at = self.now, self.now + seconds
+        self.at(w.plan_ends_at, "step_end", (w, plan))
 
-    def _step_end(self, w: Worker, plan) -> None:  # noqa: ANN001 - a StepPlan
-        w.busy = False
+    def _step_end(self, w: Worker, plan: StepPlan) -> None:
+        w.busy, w.plan = False, None
         for out in w.sched.finish_step(plan, self.now):
             if out.finish_reason is None:
                 continue

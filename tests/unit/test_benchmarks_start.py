@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = REPO / "benchmarks"
 COMMANDS = sorted(p for p in BENCHMARKS.glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
 # the benchmarks that replay a trace; each must take --trace, by default a file in the repository
-TRACE_READERS = {"arena.py", "frontend_restart.py", "planner_sim.py", "router_replay.py", "trace_replay.py"}
+TRACE_READERS = {"arena.py", "arena_sim.py", "frontend_restart.py", "planner_sim.py", "router_replay.py", "trace_replay.py"}
 # a path of some machine, or out of the repository (the /proc of benchmarks measuring a process is no file)
 FOREIGN_PATH = re.compile(r"""["'(\s`](/(work|root|home|tmp|mnt|Users|data)/|\.\./|~/)|shared/data|DESIGN""")
 

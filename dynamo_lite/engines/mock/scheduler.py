@@ -228,28 +228,9 @@ class Scheduler:
         return -(-num_tokens // self.config.block_size)
 
     def _load(self, scheduled: Iterable[tuple[Sequence, int]]) -> StepLoad:
-        prefill = attn = prefill_ctx = decode = decode_ctx = 0
-        emits = False
-        for seq, n in scheduled:
-            ctx = seq.num_computed
-            emits = emits or ctx + n == seq.num_tokens
-            if n == 1 and ctx == seq.num_tokens - 1 and (seq.output or seq.kv_loaded):
-                decode += 1
-                decode_ctx += ctx
-            else:
-                prefill += n
-                attn += n * ctx + n * (n + 1) // 2
-                prefill_ctx += ctx
-        return StepLoad(
-            prefill_tokens=prefill,
-            prefill_attn_pairs=attn,
-            prefill_context_tokens=prefill_ctx,
-            decode_seqs=decode,
-            decode_context_tokens=decode_ctx,
-            emits_token=emits,
-            active_blocks=self.pool.num_used_blocks,
-            total_blocks=self.pool.num_blocks,
-        )
+        chunks = ((seq.num_computed, n, n == 1 and seq.num_computed == seq.num_tokens - 1 and bool(seq.output or
+                   seq.kv_loaded), seq.num_computed + n == seq.num_tokens) for seq, n in scheduled)  # fmt: skip
+        return step_load(chunks, self.pool.num_used_blocks, self.pool.num_blocks)
 
     # --- internals: applying a pass ---------------------------------------------
     def _cache_full_blocks(self, seq: Sequence) -> None:
@@ -288,3 +269,28 @@ class Scheduler:
         seq.status = SeqStatus.FINISHED
         seq.finish_reason = reason
         self._seqs.pop(seq.request_id, None)
+
+
+def step_load(chunks: Iterable[tuple[int, int, bool, bool]], active_blocks: int, total_blocks: int) -> StepLoad:
+    """What a pass computes, from its chunks: (context tokens, new tokens, a decode, samples a token)."""
+    prefill = attn = prefill_ctx = decode = decode_ctx = 0
+    emits = False
+    for ctx, n, is_decode, samples in chunks:
+        emits = emits or samples
+        if is_decode:
+            decode += 1
+            decode_ctx += ctx
+        else:
+            prefill += n
+            attn += n * ctx + n * (n + 1) // 2
+            prefill_ctx += ctx
+    return StepLoad(
+        prefill_tokens=prefill,
+        prefill_attn_pairs=attn,
+        prefill_context_tokens=prefill_ctx,
+        decode_seqs=decode,
+        decode_context_tokens=decode_ctx,
+        emits_token=emits,
+        active_blocks=active_blocks,
+        total_blocks=total_blocks,
+    )

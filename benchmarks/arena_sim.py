@@ -1,0 +1,205 @@
+"""Router arena, simulated: the arena's workload and fleet in virtual time, beside an oracle router.
+
+The same requests and per-engine capacity as `arena.py` from the same options (arena_workload.py), replayed
+on the planner benchmark's fleet simulation (planner_sim_fleet.py: the mock engine's own scheduler, block
+pool and timing, without sockets or wall-clock pacing), once per router:
+- ``ttft``: the router's ttft cost and learnt TTFT model (`router.cost.score_ttft`, `router.ttft`), with a
+  perfect index and each worker's load read from its scheduler: the live router without its event and
+  load-report delays;
+- ``blocks``: Dynamo's formula, the router's own (`router.cost.score_candidates`), on the same loads, ties
+  to the less loaded and then at random, as the router breaks them;
+- ``oracle``: each request to the worker where playing that worker's passes forward gives it the earliest
+  first token (benchmarks/fleet_oracle.py). It knows every engine's queue, cache and timing exactly, and
+  nothing of the requests still to come: the best greedy choice, not a bound.
+Options follow a router's name, each as ``+key=value``: ``ttft+copy_weight=1`` (the copy price's weight,
+default the router's); ``oracle+copy_weight=1`` (the same price on the oracle's own TTFTs, default 0) and
+``oracle+phase=half`` (the oracle does not know when each engine's pass in progress ends, and takes it as
+half done: what a router that does not follow every token can know).
+Beside them, the arena's references (arena_refs.py), the TTFT floor among them under Dynamo's timing.
+
+What it is for: what a router could gain, and where its tail comes from, without the noise of a shared
+machine. Deterministic: the same options give the same table. It does not replace the live arena: the
+live routers see events and load reports late, and their frontends and engines share two cores.
+
+    .venv/bin/python benchmarks/arena_sim.py --workload tenants --rate 4 --workers 4 --capacity-fraction 0.083 \\
+        --timing dynamo --requests 1000 --time-scale 1 --routers ttft,blocks,oracle,oracle+copy_weight=1+phase=half
+
+Writes benchmarks/results/arena_sim.json (or --out) and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from benchmarks import arena_refs  # noqa: E402
+from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
+from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
+from benchmarks.planner_sim_fleet import Fleet, FleetConfig, Request  # noqa: E402
+from benchmarks.replay_stats import percentile  # noqa: E402
+from benchmarks.trace_replay import ReplayRequest  # noqa: E402
+from dynamo_lite.config.schema import MockEngineSpec  # noqa: E402
+from dynamo_lite.engines.mock.scheduler import SchedulerConfig  # noqa: E402
+from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming  # noqa: E402
+from router import RouterConfig  # noqa: E402
+
+ROUTERS = ("ttft", "blocks", "oracle")
+OPTIONS = {"ttft": ("copy_weight",), "blocks": (), "oracle": ("copy_weight", "phase")}
+
+
+@dataclass(frozen=True)
+class Result:
+    router: str
+    prefix_hit_ratio: float  # cached / prompt tokens, as the engines count them
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    busy: float  # pass seconds over workers x the replay's span
+    requests_cv: float  # coefficient of variation of the requests per worker
+    seconds: float  # wall seconds the simulation took
+
+
+def sim_requests(requests: list[ReplayRequest], block_size: int, time_scale: float) -> list[Request]:
+    """The replay's requests as the simulation's, their blocks named by content (arena_refs.BlockNames)."""
+    names = arena_refs.BlockNames(block_size)
+    return [Request(i, r.at_s * time_scale, r.input_tokens, r.output_tokens, names.of(r))
+            for i, r in enumerate(requests)]  # fmt: skip
+
+
+def router_options(label: str) -> tuple[str, dict[str, str]]:
+    """``name+key=value+...`` as (name, options); ValueError naming what is wrong."""
+    name, *pairs = label.split("+")
+    if name not in OPTIONS:
+        raise ValueError(f"unknown router {name!r}; choose from {', '.join(ROUTERS)}")
+    options = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or key not in OPTIONS[name]:
+            known = ", ".join(OPTIONS[name]) or "none"
+            raise ValueError(f"{label}: {pair!r} is not key=value with a key of {name} (known: {known})")
+        options[key] = value
+    if options.get("phase", "known") not in ("known", "half"):
+        raise ValueError(f"{label}: phase is known or half, not {options['phase']!r}")
+    for key in ("copy_weight",):
+        if key in options:
+            try:
+                if float(options[key]) < 0:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"{label}: {key} must be a number >= 0, not {options[key]!r}") from None
+    return name, options
+
+
+def simulate(label: str, requests: list[ReplayRequest], args: argparse.Namespace, num_gpu_blocks: int) -> Result:
+    started = time.perf_counter()
+    spec = MockEngineSpec()
+    longest = max(r.input_tokens + r.output_tokens for r in requests)
+    sched = SchedulerConfig(block_size=args.block_size, num_gpu_blocks=num_gpu_blocks, max_num_seqs=spec.max_num_seqs,
+                            max_num_batched_tokens=spec.max_num_batched_tokens,
+                            max_model_len=max(4096, longest + 1))  # fmt: skip
+    timing = DynamoTiming() if args.timing == "dynamo" else RooflineTiming()
+    router, options = router_options(label)
+    config = FleetConfig(sched=sched, timing=timing, speedup=1 / args.time_scale, router=router,
+                         copy_weight=float(options.get("copy_weight", RouterConfig.copy_weight)),
+                         itl_target_s=args.itl_target_ms / 1000,
+                         oracle_copy_weight=float(options.get("copy_weight", 0.0)),
+                         oracle_knows_phase=options.get("phase", "known") == "known")  # fmt: skip
+    fleet = Fleet(config, aggregated=args.workers)
+    reqs = sim_requests(requests, args.block_size, args.time_scale)
+    for r in reqs:
+        fleet.at(r.arrival, "arrival", r)
+    while fleet.pending():
+        fleet.run_until(fleet.now + 60.0)
+    if len(fleet.finished) != len(reqs):
+        raise RuntimeError(f"{label}: {len(fleet.finished)} of {len(reqs)} requests finished")
+    ttfts = sorted((r.first_token_at - r.arrival) * 1000 for r in reqs)  # type: ignore[operator]
+    span = max(r.done_at for r in reqs)  # type: ignore[type-var]
+    per_worker = [sum(1 for r in reqs if r.worker is w) for w in fleet.workers]
+    mean = sum(per_worker) / len(per_worker)
+    cv = math.sqrt(sum((n - mean) ** 2 for n in per_worker) / len(per_worker)) / mean
+    return Result(label, sum(r.cached_tokens for r in reqs) / sum(r.isl for r in reqs), percentile(ttfts, 50),
+                  percentile(ttfts, 99), sum(w.busy_s for w in fleet.workers) / (len(fleet.workers) * span), cv,
+                  time.perf_counter() - started)  # fmt: skip
+
+
+def table(results: list[Result], refs: list[arena_refs.Reference]) -> str:
+    sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
+    blocks = next((r.ttft_p99_ms for r in results if r.router == "blocks"), None)
+    rows = ["| router | prefix hits | hits / sticky | TTFT p50 ms | TTFT p99 ms | p99 vs blocks | fleet busy | "
+            "requests/worker CV |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        vs = f"{r.ttft_p99_ms / blocks:.2f}x" if blocks else "-"
+        rows.append(f"| {r.router} | {r.prefix_hit_ratio:.1%} | {r.prefix_hit_ratio / sticky:.2f} | "
+                    f"{r.ttft_p50_ms:.0f} | {r.ttft_p99_ms:.0f} | {vs} | {r.busy:.0%} | {r.requests_cv:.2f} |")
+    for ref in refs:
+        p50, p99, vs = "-", "-", "-"
+        if ref.ttft_floor_ms is not None:
+            p50, p99 = f"{ref.ttft_floor_ms[0]:.0f} (floor)", f"{ref.ttft_floor_ms[1]:.0f} (floor)"
+            vs = f"{ref.ttft_floor_ms[1] / blocks:.2f}x" if blocks else "-"
+        rows.append(f"| reference: {ref.name} | {ref.prefix_hit_ratio:.1%} | {ref.prefix_hit_ratio / sticky:.2f} | "
+                    f"{p50} | {p99} | {vs} | - | - |")
+    return "\n".join(rows)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--routers", default=",".join(ROUTERS),
+                   help=f"comma-separated, from: {', '.join(ROUTERS)}, each with options (see above)")
+    add_workload_options(p)
+    p.add_argument("--itl-target-ms", type=float, default=50.0,
+                   help="ttft: the ITL guard's target (the frontend's default: planner.itl_target_ms); 0: no guard")
+    p.add_argument("--out", type=Path, default=RESULTS / "arena_sim.json")
+    args = p.parse_args(argv)
+    check_workload_options(p, args)
+    args.labels = [r.strip() for r in args.routers.split(",") if r.strip()]
+    for label in args.labels:
+        try:
+            router_options(label)
+        except ValueError as e:
+            p.error(f"--routers: {e}")
+    return args
+
+
+def log(line: str) -> None:
+    print(f"[arena_sim {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    with tempfile.TemporaryDirectory(prefix="arena-sim-") as tmp:
+        requests, described = load_requests(args, Path(tmp))
+    cap = capacity(args, requests, log)
+    blocks = int(cap["num_gpu_blocks"])  # type: ignore[call-overload]
+    refs = arena_refs.references(requests, args.block_size, args.workers, blocks, args.timing)
+    log(f"{described['name']}: {len(requests)} requests over {requests[-1].at_s * args.time_scale:.0f} s, "
+        f"{args.workers} workers x {blocks} blocks, timing {args.timing}, rate x{args.rate:g}, "
+        f"{args.rate_profile.describe()}")
+    results = []
+    for label in args.labels:
+        results.append(simulate(label, requests, args, blocks))
+        r = results[-1]
+        log(f"{label}: hits {r.prefix_hit_ratio:.1%}, TTFT p99 {r.ttft_p99_ms:.0f} ms ({r.seconds:.0f} s)")
+    text = table(results, refs)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    out = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+           "workload": described, "rate": args.rate, "rate_profile": args.rate_profile.describe(), "capacity": cap,
+           "timing": args.timing, "args": {k: str(v) for k, v in recorded_args(args).items()},
+           "references": [asdict(ref) for ref in refs], "results": [asdict(r) for r in results],
+           "table": text}  # fmt: skip
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""benchmarks/fleet_oracle.py against the mock's own scheduler: a request sent in the middle of a pass, with
+prompts chunked over several passes, decodes running, others waiting and a cached prefix, gets its first
+token exactly when the oracle said (no block shortage, no later arrival); and arena_sim.py end to end."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+
+from benchmarks import arena_sim  # noqa: E402
+from benchmarks.fleet_oracle import predicted_ttft  # noqa: E402
+from dynamo_lite.engines.mock.blocks import hash_blocks  # noqa: E402
+from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan  # noqa: E402
+from dynamo_lite.engines.mock.sequence import Sequence  # noqa: E402
+from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming, TimingModel  # noqa: E402
+
+BS = 16
+rng = random.Random(7)
+
+
+def tokens(n: int) -> list[int]:
+    return [rng.randrange(32000) for _ in range(n)]
+
+
+def seq(rid: str, prompt: list[int], max_tokens: int) -> Sequence:
+    return Sequence(request_id=rid, prompt=prompt, max_tokens=max_tokens, output_key=0, arrival=0.0,
+                    prompt_hashes=hash_blocks(prompt, BS))  # fmt: skip
+
+
+def run_pass(sched: Scheduler, timing: TimingModel, t: float) -> tuple[StepPlan, float]:
+    plan = sched.schedule(t)
+    return plan, t + timing.step_seconds(plan.load)
+
+
+@pytest.mark.parametrize("timing", [DynamoTiming(), RooflineTiming()], ids=["dynamo", "roofline"])
+@pytest.mark.parametrize("cached", [True, False], ids=["prefix-cached", "cold"])
+def test_the_first_token_comes_when_the_oracle_said(timing: TimingModel, cached: bool) -> None:
+    sched = Scheduler(SchedulerConfig(block_size=BS, num_gpu_blocks=4096, max_num_batched_tokens=2048))
+    prefix = tokens(1000)
+    warm = seq("warm", prefix + tokens(40), 2)  # leaves the prefix's blocks cached, in no one's use
+    sched.add(warm)
+    t = 0.0
+    while sched.has_work():
+        plan, t = run_pass(sched, timing, t)
+        sched.finish_step(plan, t)
+    for i, (n, out) in enumerate([(12000, 6), (300, 20), (700, 3), (60, 40)]):
+        sched.add(seq(f"r{i}", tokens(n), out))
+        plan, t = run_pass(sched, timing, t)  # one arrival per pass: some decode, one is chunked
+        sched.finish_step(plan, t)
+    sched.add(seq("late", tokens(900), 5))  # waits in the queue
+    plan, ends = run_pass(sched, timing, t)
+    assert sched.running and plan.scheduled
+    now = t + 0.3 * (ends - t)  # the new request comes in the middle of that pass
+    prompt = (prefix if cached else tokens(1000)) + tokens(333)
+    ours = seq("ours", prompt, 4)
+    predicted = predicted_ttft(sched, plan, ends, now, ours.prompt_hashes, len(prompt), None, timing)
+
+    sched.add(ours)  # after the pass in progress was planned, as the engine sees it
+    sched.finish_step(plan, ends)
+    t, passes = ends, 0
+    while ours.first_token_at is None:
+        plan, t = run_pass(sched, timing, t)
+        sched.finish_step(plan, t)
+        passes += 1
+    assert passes >= 2  # it waited behind chunks of the 12,000-token prompt
+    assert ours.num_local_cached == (992 if cached else 0)  # the 62 full blocks of the prefix
+    assert predicted == pytest.approx(ours.first_token_at - now, rel=1e-9)
+
+
+def test_what_if_the_prefix_were_cached_there() -> None:
+    timing = DynamoTiming()
+    sched = Scheduler(SchedulerConfig(block_size=BS, num_gpu_blocks=4096))
+    prompt = tokens(3000)
+    hashes = hash_blocks(prompt, BS)
+    cold = predicted_ttft(sched, None, 0.0, 0.0, hashes, len(prompt), None, timing)
+    warm = predicted_ttft(sched, None, 0.0, 0.0, hashes, len(prompt), 2048, timing)
+    # an idle engine: one pass of the uncached tokens and the decode term at the blocks it then holds
+    assert cold == pytest.approx((timing.prefill_ms(3000) + timing.decode_ms(188, 4096)) / 1000)
+    assert warm == pytest.approx((timing.prefill_ms(952) + timing.decode_ms(188, 4096)) / 1000)
+
+
+def test_arena_sim_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "sim.json"
+    labels = "ttft,blocks,oracle,oracle+copy_weight=1+phase=half"
+    assert arena_sim.main(["--workload", "tenants", "--requests", "150", "--workers", "3", "--rate", "4",
+                           "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
+                           "--routers", labels, "--out", str(out)]) == 0  # fmt: skip
+    result = json.loads(out.read_text())
+    rows = {r["router"]: r for r in result["results"]}
+    assert list(rows) == labels.split(",")
+    for r in rows.values():
+        assert 0 < r["prefix_hit_ratio"] < 1 and 0 < r["ttft_p50_ms"] <= r["ttft_p99_ms"] and 0 < r["busy"] <= 1
+    assert {ref["name"] for ref in result["references"]} == {"shared", "sticky", "round_robin"}
+    assert "| oracle+copy_weight=1+phase=half |" in result["table"]
+    # the same options give the same table: nothing in the simulation depends on the machine
+    again = tmp_path / "again.json"
+    arena_sim.main(["--workload", "tenants", "--requests", "150", "--workers", "3", "--rate", "4",
+                    "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
+                    "--routers", labels, "--out", str(again)])  # fmt: skip
+    assert json.loads(again.read_text())["table"] == result["table"]
+
+
+@pytest.mark.parametrize("label, problem", [
+    ("oracle+phase=soon", "phase is known or half"),
+    ("ttft+phase=half", "known: copy_weight"),
+    ("oracle+copy_weight=-1", "copy_weight must be a number >= 0"),
+    ("best", "unknown router 'best'"),
+])  # fmt: skip
+def test_bad_router_labels_name_the_problem(label: str, problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        arena_sim.parse(["--routers", label])
+    assert problem in capsys.readouterr().err
