@@ -24,7 +24,8 @@ live routers see events and load reports late, and their frontends and engines s
     .venv/bin/python benchmarks/arena_sim.py --workload tenants --rate 4 --workers 4 --capacity-fraction 0.083 \\
         --timing dynamo --requests 1000 --time-scale 1 --routers ttft,blocks,oracle,oracle+copy_weight=1+phase=half
 
-Writes benchmarks/results/arena_sim.json (or --out) and prints the table.
+Writes benchmarks/results/arena_sim.json (or --out), and beside it a plot of each router's hits against its TTFT p99
+(when blocks is among the routers); prints the table.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming  # noqa
 from router import RouterConfig  # noqa: E402
 
 ROUTERS = ("ttft", "blocks", "oracle")
-OPTIONS = {"ttft": ("copy_weight",), "blocks": (), "oracle": ("copy_weight", "phase")}
+OPTIONS = {"ttft": ("copy_weight",), "blocks": (), "oracle": ("copy_weight", "phase", "cost")}
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ def router_options(label: str) -> tuple[str, dict[str, str]]:
         options[key] = value
     if options.get("phase", "known") not in ("known", "half"):
         raise ValueError(f"{label}: phase is known or half, not {options['phase']!r}")
+    if options.get("cost", "own") not in ("own", "marginal"):
+        raise ValueError(f"{label}: cost is own or marginal, not {options['cost']!r}")
     for key in ("copy_weight",):
         if key in options:
             try:
@@ -112,7 +115,8 @@ def simulate(label: str, requests: list[ReplayRequest], args: argparse.Namespace
                          copy_weight=float(options.get("copy_weight", RouterConfig.copy_weight)),
                          itl_target_s=args.itl_target_ms / 1000,
                          oracle_copy_weight=float(options.get("copy_weight", 0.0)),
-                         oracle_knows_phase=options.get("phase", "known") == "known")  # fmt: skip
+                         oracle_knows_phase=options.get("phase", "known") == "known",
+                         oracle_marginal=options.get("cost", "own") == "marginal")  # fmt: skip
     fleet = Fleet(config, aggregated=args.workers)
     reqs = sim_requests(requests, args.block_size, args.time_scale)
     for r in reqs:
@@ -148,6 +152,37 @@ def table(results: list[Result], refs: list[arena_refs.Reference]) -> str:
         rows.append(f"| reference: {ref.name} | {ref.prefix_hit_ratio:.1%} | {ref.prefix_hit_ratio / sticky:.2f} | "
                     f"{p50} | {p99} | {vs} | - | - |")
     return "\n".join(rows)
+
+
+def plot(results: list[Result], refs: list[arena_refs.Reference], title: str, path: Path) -> None:
+    """Each router as a point: prefix hits over sticky's against TTFT p99 over blocks', with #18's targets
+    (hits at least 0.95 of sticky, p99 at most 0.8x blocks') and the TTFT floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
+    blocks = next(r.ttft_p99_ms for r in results if r.router == "blocks")
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for r in results:
+        color = "tab:purple" if r.router.startswith("oracle") else "tab:blue" if r.router.startswith("ttft") \
+            else "tab:gray"  # fmt: skip
+        ax.scatter(r.prefix_hit_ratio / sticky, r.ttft_p99_ms / blocks, color=color)
+        ax.annotate(r.router, (r.prefix_hit_ratio / sticky, r.ttft_p99_ms / blocks), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
+    ax.axvline(0.95, color="k", linestyle=":", label="hits 0.95 of sticky")
+    ax.axhline(0.8, color="k", linestyle="--", label="TTFT p99 0.8x blocks")
+    floor = next((r.ttft_floor_ms for r in refs if r.ttft_floor_ms is not None), None)
+    if floor is not None:
+        ax.axhline(floor[1] / blocks, color="tab:red", linestyle="-.", label="TTFT floor (p99)")
+    ax.set_xlabel("prefix hits / sticky reference's")
+    ax.set_ylabel("TTFT p99 / blocks'")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -197,7 +232,13 @@ def main(argv: list[str] | None = None) -> int:
            "references": [asdict(ref) for ref in refs], "results": [asdict(r) for r in results],
            "table": text}  # fmt: skip
     args.out.write_text(json.dumps(out, indent=2) + "\n")
-    log(f"wrote {args.out}")
+    if "blocks" in args.labels:
+        plot(results, refs, f"Arena, simulated: {described['name']}, {args.workers} workers x {blocks} blocks, load "
+             f"x{args.rate:g} ({args.rate_profile.describe()}), {args.tokens_per_hash} tokens per trace block",
+             args.out.with_suffix(".png"))  # fmt: skip
+        log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    else:
+        log(f"wrote {args.out} (no plot: it is drawn against blocks)")
     return 0
 
 

@@ -52,6 +52,34 @@ def predicted_ttft(sched: Scheduler, in_progress: StepPlan | None, ends_at: floa
     ``prompt_hashes``) sent now to the worker of ``sched``, whose pass ``in_progress`` (None: idle) ends at
     ``ends_at``; the engine runs ``speedup`` times faster than the clock of ``now``. ``cached_tokens``: what
     if that many of its tokens were cached there (None: what the cache holds)."""
+    ours = _ours(sched, prompt_hashes, prompt_tokens, cached_tokens)
+    return _play(sched, in_progress, ends_at, now, ours, timing, speedup, until_all=False)[0] - now
+
+
+def marginal_ttft(sched: Scheduler, in_progress: StepPlan | None, ends_at: float, now: float, prompt_hashes: Seq[int],
+                  prompt_tokens: int, cached_tokens: int | None, timing: TimingModel,
+                  speedup: float = 1.0) -> float:  # fmt: skip
+    """`predicted_ttft`, plus the seconds by which sending it there delays the first tokens of the requests
+    already there without one (their sum): what it costs all requests in the fleet so far."""
+    ours = _ours(sched, prompt_hashes, prompt_tokens, cached_tokens)
+    first, others = _play(sched, in_progress, ends_at, now, ours, timing, speedup, until_all=True)
+    _, alone = _play(sched, in_progress, ends_at, now, None, timing, speedup, until_all=True)
+    return first - now + others - alone
+
+
+def _ours(sched: Scheduler, prompt_hashes: Seq[int], prompt_tokens: int, cached_tokens: int | None) -> _Lite:
+    ours = _waiting(sched, prompt_hashes, prompt_tokens, 1)
+    if cached_tokens is not None:
+        ours.cached, ours.shared = min(cached_tokens, prompt_tokens - 1), 0
+    ours.ours = True
+    return ours
+
+
+def _play(sched: Scheduler, in_progress: StepPlan | None, ends_at: float, now: float, ours: _Lite | None,
+          timing: TimingModel, speedup: float, until_all: bool) -> tuple[float, float]:  # fmt: skip
+    """Play the engine's passes forward: (the time of ``ours``'s first token, the sum of the times of the
+    first tokens of the others that have none yet); ``until_all``: until every one has its first token, else
+    until ``ours`` has (the sum is then partial)."""
     cfg, bs = sched.config, sched.config.block_size
     planned = {id(s): n for s, n in in_progress.scheduled} if in_progress is not None else {}
     used = sched.pool.num_used_blocks
@@ -64,13 +92,12 @@ def predicted_ttft(sched: Scheduler, in_progress: StepPlan | None, ends_at: floa
         else:
             used -= len(s.blocks)  # it ends with the pass in progress
     waiting = [_waiting(sched, s.prompt_hashes, len(s.prompt), s.max_tokens) for s in sched.waiting]
-    ours = _waiting(sched, prompt_hashes, prompt_tokens, 1)
-    if cached_tokens is not None:
-        ours.cached, ours.shared = min(cached_tokens, prompt_tokens - 1), 0
-    ours.ours = True
-    waiting.append(ours)
+    if ours is not None:
+        waiting.append(ours)
+    awaiting = sum(1 for s in (*running, *waiting) if s.outputs == 0)
+    first, others = float("nan"), 0.0
     t = ends_at if in_progress is not None else now
-    while True:
+    while awaiting:
         budget = cfg.max_num_batched_tokens
         scheduled: list[tuple[_Lite, int]] = []
         for s in running:
@@ -93,19 +120,26 @@ def predicted_ttft(sched: Scheduler, in_progress: StepPlan | None, ends_at: floa
             scheduled.append((s, n))
             budget -= n
         if not scheduled:
-            raise RuntimeError("nothing to schedule before the request's first token")
+            raise RuntimeError("nothing to schedule before the last first token")
         chunks = ((s.computed, n, s.computed >= s.prompt, s.computed + n >= s.prompt + s.outputs) for s, n in scheduled)
         t += timing.step_seconds(step_load(chunks, used, sched.pool.num_blocks)) / speedup
         for s, n in scheduled:
             s.computed += n
             if s.computed < s.prompt + s.outputs:
                 continue  # a chunk of a longer prompt
-            if s.ours:
-                return t - now
+            if s.outputs == 0:
+                awaiting -= 1
+                if s.ours:
+                    first = t
+                    if not until_all:
+                        return first, others
+                else:
+                    others += t
             s.outputs += 1
             if s.outputs >= s.max_tokens:
                 running.remove(s)
                 used -= s.held - s.shared
+    return first, others
 
 
 def _waiting(sched: Scheduler, hashes: Seq[int], prompt_tokens: int, max_tokens: int) -> _Lite:

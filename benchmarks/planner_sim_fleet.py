@@ -38,7 +38,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from benchmarks.fleet_oracle import predicted_ttft
+from benchmarks.fleet_oracle import marginal_ttft, predicted_ttft
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan
 from dynamo_lite.engines.mock.sequence import RemoteKv, Sequence
 from dynamo_lite.engines.mock.timing import RooflineTiming, TimingModel
@@ -105,6 +105,7 @@ class FleetConfig:
     copy_weight: float = 1.0  # ttft: the copy price's weight (1: the published planner figures; RouterConfig's is 4)
     oracle_copy_weight: float = 0.0  # oracle: the copy price, as ttft's, on the oracle's own TTFTs (0: none)
     oracle_knows_phase: bool = True  # oracle: knows when the pass in progress ends (False: takes it as half done)
+    oracle_marginal: bool = False  # oracle: its own TTFT plus the delay it adds to the others' first tokens there
 
 
 class Fleet:
@@ -293,8 +294,9 @@ class Fleet:
         ends = w.plan_ends_at
         if w.plan is not None and not self.config.oracle_knows_phase:
             ends = self.now + (w.plan_ends_at - w.plan_started_at) / 2
-        return predicted_ttft(w.sched, w.plan, ends, self.now, req.hashes, req.isl, cached_tokens, self.config.timing,
-                              self.config.speedup)
+        play = marginal_ttft if self.config.oracle_marginal else predicted_ttft
+        return play(w.sched, w.plan, ends, self.now, req.hashes, req.isl, cached_tokens, self.config.timing,
+                    self.config.speedup)
 
     def _load(self, w: Worker) -> LoadView:
         """What a worker's load report and the router's in-flight count would say: prompt tokens not computed

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 from benchmarks import arena_sim  # noqa: E402
-from benchmarks.fleet_oracle import predicted_ttft  # noqa: E402
+from benchmarks.fleet_oracle import marginal_ttft, predicted_ttft  # noqa: E402
 from dynamo_lite.engines.mock.blocks import hash_blocks  # noqa: E402
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan  # noqa: E402
 from dynamo_lite.engines.mock.sequence import Sequence  # noqa: E402
@@ -86,9 +86,22 @@ def test_what_if_the_prefix_were_cached_there() -> None:
     assert warm == pytest.approx((timing.prefill_ms(952) + timing.decode_ms(188, 4096)) / 1000)
 
 
+def test_the_marginal_cost_adds_the_delay_to_the_first_tokens_of_those_already_there() -> None:
+    timing = DynamoTiming()
+    sched = Scheduler(SchedulerConfig(block_size=BS, num_gpu_blocks=4096))
+    sched.add(seq("there", tokens(2000), 4))  # waiting on an idle engine: ours joins its pass
+    prompt = tokens(1500)
+    hashes = hash_blocks(prompt, BS)
+    own = predicted_ttft(sched, None, 0.0, 0.0, hashes, len(prompt), None, timing)
+    both = (timing.prefill_ms(3500) + timing.decode_ms(125 + 94, 4096)) / 1000  # one pass: 2,000 + 1,500 tokens
+    alone = (timing.prefill_ms(2000) + timing.decode_ms(125, 4096)) / 1000
+    assert own == pytest.approx(both)
+    assert marginal_ttft(sched, None, 0.0, 0.0, hashes, len(prompt), None, timing) == pytest.approx(both + both - alone)
+
+
 def test_arena_sim_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
-    labels = "ttft,blocks,oracle,oracle+copy_weight=1+phase=half"
+    labels = "ttft,blocks,oracle,oracle+copy_weight=1+phase=half,oracle+cost=marginal"
     assert arena_sim.main(["--workload", "tenants", "--requests", "150", "--workers", "3", "--rate", "4",
                            "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
                            "--routers", labels, "--out", str(out)]) == 0  # fmt: skip
@@ -109,6 +122,7 @@ def test_arena_sim_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("label, problem", [
     ("oracle+phase=soon", "phase is known or half"),
+    ("oracle+cost=all", "cost is own or marginal"),
     ("ttft+phase=half", "known: copy_weight"),
     ("oracle+copy_weight=-1", "copy_weight must be a number >= 0"),
     ("best", "unknown router 'best'"),
