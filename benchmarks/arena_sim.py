@@ -12,9 +12,12 @@ pool and timing, without sockets or wall-clock pacing), once per router:
   first token (benchmarks/fleet_oracle.py). It knows every engine's queue, cache and timing exactly, and
   nothing of the requests still to come: the best greedy choice, not a bound.
 Options follow a router's name, each as ``+key=value``: ``ttft+copy_weight=1`` (the copy price's weight,
-default the router's); ``oracle+copy_weight=1`` (the same price on the oracle's own TTFTs, default 0) and
-``oracle+phase=half`` (the oracle does not know when each engine's pass in progress ends, and takes it as
-half done: what a router that does not follow every token can know).
+default the router's); ``ttft+view=router`` and ``blocks+view=router`` (the `Router` itself decides, on
+what a live one is told: its index from the engines' KV events, its load from its own requests and each
+engine's load report every second; default ``exact``); ``oracle+copy_weight=1`` (the same price on the
+oracle's own TTFTs, default 0); ``oracle+phase=half`` (the oracle does not know when each engine's pass in
+progress ends, and takes it as half done: what a router that does not follow every token can know);
+``oracle+cost=marginal`` (its own TTFT plus the delay it causes to the first tokens already queued there).
 Beside them, the arena's references (arena_refs.py), the TTFT floor among them under Dynamo's timing.
 
 What it is for: what a router could gain, and where its tail comes from, without the noise of a shared
@@ -48,14 +51,14 @@ from benchmarks.arena_workload import add_workload_options, capacity, check_work
 from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
 from benchmarks.planner_sim_fleet import Fleet, FleetConfig, Request  # noqa: E402
 from benchmarks.replay_stats import percentile  # noqa: E402
-from benchmarks.trace_replay import ReplayRequest  # noqa: E402
+from benchmarks.trace_replay import ReplayRequest, block_tokens  # noqa: E402
 from dynamo_lite.config.schema import MockEngineSpec  # noqa: E402
 from dynamo_lite.engines.mock.scheduler import SchedulerConfig  # noqa: E402
 from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming  # noqa: E402
 from router import RouterConfig  # noqa: E402
 
 ROUTERS = ("ttft", "blocks", "oracle")
-OPTIONS = {"ttft": ("copy_weight",), "blocks": (), "oracle": ("copy_weight", "phase", "cost")}
+OPTIONS = {"ttft": ("copy_weight", "view"), "blocks": ("view",), "oracle": ("copy_weight", "phase", "cost")}
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,13 @@ class Result:
     seconds: float  # wall seconds the simulation took
 
 
-def sim_requests(requests: list[ReplayRequest], block_size: int, time_scale: float) -> list[Request]:
-    """The replay's requests as the simulation's, their blocks named by content (arena_refs.BlockNames)."""
+def sim_requests(requests: list[ReplayRequest], block_size: int, time_scale: float,
+                 with_tokens: bool = False) -> list[Request]:  # fmt: skip
+    """The replay's requests as the simulation's, their blocks named by content (arena_refs.BlockNames);
+    ``with_tokens``: with the token ids the live arena sends (trace_replay.block_tokens), for the router."""
     names = arena_refs.BlockNames(block_size)
-    return [Request(i, r.at_s * time_scale, r.input_tokens, r.output_tokens, names.of(r))
+    return [Request(i, r.at_s * time_scale, r.input_tokens, r.output_tokens, names.of(r),
+                    [t for h, n in r.blocks for t in block_tokens(h, n)] if with_tokens else None)
             for i, r in enumerate(requests)]  # fmt: skip
 
 
@@ -92,6 +98,8 @@ def router_options(label: str) -> tuple[str, dict[str, str]]:
         raise ValueError(f"{label}: phase is known or half, not {options['phase']!r}")
     if options.get("cost", "own") not in ("own", "marginal"):
         raise ValueError(f"{label}: cost is own or marginal, not {options['cost']!r}")
+    if options.get("view", "exact") not in ("exact", "router"):
+        raise ValueError(f"{label}: view is exact or router, not {options['view']!r}")
     for key in ("copy_weight",):
         if key in options:
             try:
@@ -116,9 +124,10 @@ def simulate(label: str, requests: list[ReplayRequest], args: argparse.Namespace
                          itl_target_s=args.itl_target_ms / 1000,
                          oracle_copy_weight=float(options.get("copy_weight", 0.0)),
                          oracle_knows_phase=options.get("phase", "known") == "known",
-                         oracle_marginal=options.get("cost", "own") == "marginal")  # fmt: skip
+                         oracle_marginal=options.get("cost", "own") == "marginal",
+                         router_view=options.get("view", "exact") == "router")  # fmt: skip
     fleet = Fleet(config, aggregated=args.workers)
-    reqs = sim_requests(requests, args.block_size, args.time_scale)
+    reqs = sim_requests(requests, args.block_size, args.time_scale, with_tokens=config.router_view)
     for r in reqs:
         fleet.at(r.arrival, "arrival", r)
     while fleet.pending():

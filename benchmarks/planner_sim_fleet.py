@@ -45,9 +45,11 @@ from dynamo_lite.engines.mock.timing import RooflineTiming, TimingModel
 from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide, decide_before_queue
 from dynamo_lite.protocol import Role
 from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
+from router import Router, RouterConfig, RouterMode
 from router.cost import pick_lowest, score_candidates, score_ttft
 from router.load import LoadView
 from router.ttft import Seed, TtftModel
+from router.types import KvEventBatch, LoadReport, RequestId, WorkerId
 
 TRACE_BLOCK = 512  # tokens per Mooncake hash id
 ALWAYS_REMOTE = DisaggPolicy(max_local_prefill_tokens=-1, max_prefill_queue=1 << 30)  # plain disaggregation
@@ -60,6 +62,7 @@ class Request:
     isl: int
     osl: int
     hashes: list[int]  # engine block hashes of the prompt's full blocks
+    tokens: list[int] | None = None  # the prompt's token ids (router_view: what the router hashes); None: isl ones
     first_token_at: float | None = None
     done_at: float | None = None
     itl_s: float | None = None
@@ -106,6 +109,8 @@ class FleetConfig:
     oracle_copy_weight: float = 0.0  # oracle: the copy price, as ttft's, on the oracle's own TTFTs (0: none)
     oracle_knows_phase: bool = True  # oracle: knows when the pass in progress ends (False: takes it as half done)
     oracle_marginal: bool = False  # oracle: its own TTFT plus the delay it adds to the others' first tokens there
+    router_view: bool = False  # ttft/blocks: route through the `Router` itself, on what a live one sees (below)
+    load_interval_s: float = 1.0  # router_view: seconds between each worker's load reports (the agent's)
 
 
 class Fleet:
@@ -126,6 +131,14 @@ class Fleet:
         self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
         self.ttft_model = TtftModel(config.ttft_seed)
         self._rng = random.Random(0)  # the blocks mode's ties
+        self.router: Router | None = None
+        if config.router_view:  # its index from the engines' KV events, its load from its own requests and reports
+            self.router = Router(RouterConfig(block_size=config.sched.block_size, mode=RouterMode(config.router),
+                                              copy_weight=config.copy_weight, itl_target_s=config.itl_target_s,
+                                              ttft_seed=config.ttft_seed),
+                                 clock=lambda: self.now, rng=random.Random(0))  # fmt: skip
+            self._event_seq: dict[int, itertools.count[int]] = {}  # per worker, as each engine numbers its batches
+            self.at(config.load_interval_s, "load_report")
         for role, n in ((Role.PREFILL, prefill), (Role.DECODE, decode), (Role.AGGREGATED, aggregated)):
             for _ in range(n):
                 self._add(role, ready_at=0.0)
@@ -151,15 +164,31 @@ class Fleet:
                 self._route(payload)  # type: ignore[arg-type]
             elif kind == "retry_decode":
                 self._decode_after_prefill(payload)  # type: ignore[arg-type]
+            elif kind == "load_report":
+                self._report_load()
         self.now = max(self.now, t)
 
     def pending(self) -> bool:
-        return bool(self._events) or any(w.sched.has_work() for w in self.workers if w.stopped_at is None)
+        return any(e[2] != "load_report" for e in self._events) or \
+            any(w.sched.has_work() for w in self.workers if w.stopped_at is None)
+
+    def _report_load(self) -> None:
+        """Every worker's `LoadReport` to the router, as its agent publishes it; again after the interval
+        while anything else is to come."""
+        assert self.router is not None
+        for w in self.live(Role.DECODE, Role.AGGREGATED):
+            self.router.update_load(LoadReport(worker_id=WorkerId(str(w.wid)), running=w.sched.num_running,
+                                               waiting=w.sched.num_waiting, kv_usage=w.sched.pool.usage,
+                                               ts=self.now))  # fmt: skip
+        if self.pending():
+            self.at(self.now + self.config.load_interval_s, "load_report")
 
     # --- workers ----------------------------------------------------------------------
     def _add(self, role: Role, ready_at: float) -> Worker:
         w = Worker(next(self._ids), role, Scheduler(self.config.sched), requested_at=self.now, ready_at=ready_at)
         self.workers.append(w)
+        if self.router is not None and role != Role.PREFILL:
+            self.router.add_worker(WorkerId(str(w.wid)), w.sched.pool.num_blocks)
         if ready_at > self.now:
             self.at(ready_at, "ready", w)
         return w
@@ -199,7 +228,9 @@ class Fleet:
         if not candidates:  # nothing serving: wait for the first worker to come up
             self.at(self.now + 1.0, "retry_route", req)
             return
-        if self.config.router == "ttft":
+        if self.router is not None:
+            w = self._router_pick(candidates, req)
+        elif self.config.router == "ttft":
             w = self._ttft_pick(candidates, req)
         elif self.config.router == "oracle":
             w = self._oracle_pick(candidates, req)
@@ -222,7 +253,8 @@ class Fleet:
             self._submit(w, self._seq(req, req.osl), req, is_prefill=False)
 
     def _seq(self, req: Request, max_tokens: int) -> Sequence:
-        return Sequence(request_id=f"{req.rid}-{next(self._n)}", prompt=[1] * req.isl, max_tokens=max_tokens,
+        prompt = req.tokens if req.tokens is not None else [1] * req.isl
+        return Sequence(request_id=f"{req.rid}-{next(self._n)}", prompt=prompt, max_tokens=max_tokens,
                         output_key=req.rid, arrival=self.now, prompt_hashes=req.hashes)
 
     def _in_hand(self, w: Worker) -> int:
@@ -242,6 +274,13 @@ class Fleet:
         hits = len(w.sched.pool.lookup_prefix(req.hashes))
         waiting = sum(len(s.prompt) for s in w.sched.waiting) // self.config.sched.block_size
         return (len(req.hashes) - hits) + w.sched.pool.num_used_blocks + waiting
+
+    def _router_pick(self, candidates: list[Worker], req: Request) -> Worker:
+        """The `Router`'s own decision on what it has been told (router_view), committed as the frontend does."""
+        assert self.router is not None and req.tokens is not None, "router_view needs each request's tokens"
+        decision = self.router.route(req.tokens, [WorkerId(str(c.wid)) for c in candidates])
+        self.router.on_request_start(RequestId(str(req.rid)), decision)
+        return next(c for c in candidates if str(c.wid) == decision.worker_id)
 
     def _blocks_pick(self, candidates: list[Worker], req: Request) -> Worker:
         """The router's blocks choice: Dynamo's formula (`router.cost.score_candidates`, overlap weight 1),
@@ -348,6 +387,8 @@ class Fleet:
     def _step_end(self, w: Worker, plan: StepPlan) -> None:
         w.busy, w.plan = False, None
         for out in w.sched.finish_step(plan, self.now):
+            if self.router is not None and out.prev_token_at is None and out.seq.remote_kv is None:
+                self.router.on_prefill_done(RequestId(str(self._owner[out.seq.request_id][0].rid)), measured=True)
             if out.finish_reason is None:
                 continue
             req, is_prefill = self._owner.pop(out.seq.request_id)
@@ -355,7 +396,10 @@ class Fleet:
                 self._decode_after_prefill(req)
             else:
                 self._finish(req, out.seq)
-        w.sched.pool.take_events()
+        events = w.sched.pool.take_events()
+        if self.router is not None and events and w.role != Role.PREFILL:
+            seq = next(self._event_seq.setdefault(w.wid, itertools.count()))
+            self.router.apply_events(WorkerId(str(w.wid)), seq, KvEventBatch(self.now, events))
         self._pull(w)
         self._kick(w)
         self._maybe_stop(w)
@@ -368,6 +412,8 @@ class Fleet:
         req.itl_s = (seq.last_token_at - seq.first_token_at) / (n - 1) if n > 1 else 0.0
         self.ttft_model.first_token(str(req.rid), seq.first_token_at, measured=True)  # a no-op once not measured
         self.ttft_model.finished(str(req.rid), seq.last_token_at, n)
+        if self.router is not None:
+            self.router.on_request_finish(RequestId(str(req.rid)), n)
         self.finished.append(req)
         self._window.append(req)
 

@@ -20,6 +20,7 @@ from dynamo_lite.engines.mock.blocks import hash_blocks  # noqa: E402
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan  # noqa: E402
 from dynamo_lite.engines.mock.sequence import Sequence  # noqa: E402
 from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming, TimingModel  # noqa: E402
+from router.types import WorkerId  # noqa: E402
 
 BS = 16
 rng = random.Random(7)
@@ -99,9 +100,34 @@ def test_the_marginal_cost_adds_the_delay_to_the_first_tokens_of_those_already_t
     assert marginal_ttft(sched, None, 0.0, 0.0, hashes, len(prompt), None, timing) == pytest.approx(both + both - alone)
 
 
+def test_the_router_view_routes_through_the_router_on_its_events_and_its_own_load() -> None:
+    import planner_sim_fleet as sim
+
+    config = sim.FleetConfig(sched=SchedulerConfig(block_size=BS, num_gpu_blocks=2048), timing=DynamoTiming(),
+                             router="ttft", router_view=True)  # fmt: skip
+    fleet = sim.Fleet(config, aggregated=2)
+    prefix = tokens(800)
+    reqs = [sim.Request(i, at, len(p), 4, hash_blocks(p, BS), p)
+            for i, (at, p) in enumerate([(0.0, prefix + tokens(100)), (1.0, prefix + tokens(100)),
+                                         (1.0005, tokens(900))])]  # fmt: skip
+    for r in reqs:
+        fleet.at(r.arrival, "arrival", r)
+    while fleet.pending():  # ends: the periodic load reports stop once nothing else is to come
+        fleet.run_until(fleet.now + 5)
+    first, again, other = reqs
+    assert fleet.router is not None
+    # the second prompt went where the KV events said its prefix was, and found it there
+    assert again.worker is first.worker and again.cached_tokens == 800
+    assert fleet.router.index.num_blocks(WorkerId(str(first.worker.wid))) >= 50  # type: ignore[union-attr]
+    # the third, sent while the second is in flight there, goes to the other engine (the router's own load)
+    assert other.worker is not first.worker
+    assert fleet.router.ttft_model.ttft.updates == 3  # every first token taught its model
+    assert fleet.router.load_of(WorkerId(str(first.worker.wid))).requests == 0  # type: ignore[union-attr]
+
+
 def test_arena_sim_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
-    labels = "ttft,blocks,oracle,oracle+copy_weight=1+phase=half,oracle+cost=marginal"
+    labels = "ttft,blocks,ttft+view=router,oracle,oracle+copy_weight=1+phase=half,oracle+cost=marginal"
     assert arena_sim.main(["--workload", "tenants", "--requests", "150", "--workers", "3", "--rate", "4",
                            "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
                            "--routers", labels, "--out", str(out)]) == 0  # fmt: skip
@@ -123,6 +149,7 @@ def test_arena_sim_end_to_end(tmp_path: Path) -> None:
 @pytest.mark.parametrize("label, problem", [
     ("oracle+phase=soon", "phase is known or half"),
     ("oracle+cost=all", "cost is own or marginal"),
+    ("blocks+view=live", "view is exact or router"),
     ("ttft+phase=half", "known: copy_weight"),
     ("oracle+copy_weight=-1", "copy_weight must be a number >= 0"),
     ("best", "unknown router 'best'"),
