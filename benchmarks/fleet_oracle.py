@@ -1,7 +1,8 @@
 """What a request's TTFT would be on a simulated worker, if it were sent there now: the arena simulation's oracle.
 
 The oracle router (`planner_sim_fleet.Fleet`, ``router="oracle"``) reads each candidate's scheduler as it is
-and plays its passes forward with the mock's own rules and timing, until the new request's first token:
+and plays its passes forward with the mock's own rules and timing, until the new request's first token
+(`marginal_ttft`: until every request there without a first token has one):
 - the pass in progress ends when it was planned to (the new request is not in it);
 - then each pass, as `Scheduler.schedule` plans it: running sequences first (a chunk of a prompt still
   being prefilled, one token for a decode) within the token budget, then waiting ones in arrival order
@@ -13,8 +14,8 @@ The KV blocks in use (Dynamo's timing slows each pass as they fill the cache) fo
 allocation, pass by pass, as the scheduler's. What it leaves out, so it is exact only without them: block
 shortage (no admission waits for blocks, nothing is preempted); blocks a pass caches or evicts before a
 waiting prompt is admitted (its cached prefix is what the cache holds now); blocks shared by sequences that
-end before the new request's first token. Requests that arrive later are not known: this is the best
-greedy choice, not a bound.
+end before the new request's first token; remote KV transfers (it is for aggregated fleets). Requests that
+arrive later are not known: this is the best greedy choice, not a bound.
 
 Pure: reads the scheduler and the pass in progress, changes nothing.
 """

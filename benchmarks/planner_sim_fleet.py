@@ -14,7 +14,11 @@ cluster does, in the frontend's order:
   router's own (`router.cost.score_candidates`) on the same loads, its ties to
   the less loaded, then at random (ttft's go to the lower worker id).
   `router="oracle"` (the arena simulation's reference): the least TTFT that
-  playing each candidate's passes forward gives (`fleet_oracle`);
+  playing each candidate's passes forward gives (`fleet_oracle`).
+  `router_view` (aggregated fleets, the arena simulation's): the `Router`
+  itself decides, on what a live one is told: the engines' KV events after
+  each pass, a load report per engine every `load_interval_s`, and its own
+  request life cycle (start, first token, finish);
 - decide where prefill runs: the frontend's own function
   (`dynamo_lite.frontend.disagg.decide`) on the chosen worker's role, the live
   prefill workers, the uncached tokens there and the prefill queue's depth.
@@ -109,7 +113,7 @@ class FleetConfig:
     oracle_copy_weight: float = 0.0  # oracle: the copy price, as ttft's, on the oracle's own TTFTs (0: none)
     oracle_knows_phase: bool = True  # oracle: knows when the pass in progress ends (False: takes it as half done)
     oracle_marginal: bool = False  # oracle: its own TTFT plus the delay it adds to the others' first tokens there
-    router_view: bool = False  # ttft/blocks: route through the `Router` itself, on what a live one sees (below)
+    router_view: bool = False  # ttft/blocks: the `Router` itself decides, on what a live one is told (above)
     load_interval_s: float = 1.0  # router_view: seconds between each worker's load reports (the agent's)
 
 
@@ -133,6 +137,8 @@ class Fleet:
         self._rng = random.Random(0)  # the blocks mode's ties
         self.router: Router | None = None
         if config.router_view:  # its index from the engines' KV events, its load from its own requests and reports
+            if prefill or decode:
+                raise ValueError("router_view simulates an aggregated fleet (no remote prefill path)")
             self.router = Router(RouterConfig(block_size=config.sched.block_size, mode=RouterMode(config.router),
                                               copy_weight=config.copy_weight, itl_target_s=config.itl_target_s,
                                               ttft_seed=config.ttft_seed),
