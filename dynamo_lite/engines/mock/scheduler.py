@@ -228,9 +228,12 @@ class Scheduler:
         return -(-num_tokens // self.config.block_size)
 
     def _load(self, scheduled: Iterable[tuple[Sequence, int]]) -> StepLoad:
-        chunks = ((seq.num_computed, n, n == 1 and seq.num_computed == seq.num_tokens - 1 and bool(seq.output or
-                   seq.kv_loaded), seq.num_computed + n == seq.num_tokens) for seq, n in scheduled)  # fmt: skip
-        return step_load(chunks, self.pool.num_used_blocks, self.pool.num_blocks)
+        def chunk(seq: Sequence, n: int) -> tuple[int, int, bool, bool]:
+            ctx = seq.num_computed
+            is_decode = n == 1 and ctx == seq.num_tokens - 1 and bool(seq.output or seq.kv_loaded)
+            return ctx, n, is_decode, ctx + n == seq.num_tokens
+
+        return step_load((chunk(seq, n) for seq, n in scheduled), self.pool.num_used_blocks, self.pool.num_blocks)
 
     # --- internals: applying a pass ---------------------------------------------
     def _cache_full_blocks(self, seq: Sequence) -> None:
