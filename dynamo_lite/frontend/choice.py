@@ -32,8 +32,9 @@ class ChatOptions:
     include_reasoning: bool = True
     parallel_tool_calls: bool = True
     top_logprobs: int | None = None  # None: no logprobs
-    echo: str = ""  # chat echo: the last message's content when its role is the assistant's
+    echo: str = ""  # chat echo: the last message's content when its role is the answer's
     return_token_ids: bool = False
+    role: str = "assistant"  # the answer's role: without add_generation_prompt, the last message's (as vLLM)
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -65,6 +66,36 @@ class ChatChoice:
             content, self._echo = self._echo + content, ""
         return self._emit(reasoning, content, piece, None)
 
+    def echo_delta(self) -> dict[str, Any] | None:
+        """The stream choice of chat echo, sent after the role (as vLLM sends it): the continued message."""
+        if not self._echo:
+            return None
+        echo, self._echo = self._echo, ""
+        self.content.append(echo)
+        return {"index": self.index, "delta": {"content": echo}, "logprobs": None, "finish_reason": None}
+
+    def empty_delta(self, piece: Piece) -> dict[str, Any]:
+        """The stream choice of a token that ends no character yet (vLLM sends one per token, empty)."""
+        choice = {"index": self.index, "delta": {"content": ""}, "logprobs": None, "finish_reason": None}
+        if self.opts.return_token_ids:
+            choice["token_ids"] = piece.token_ids
+        return choice
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether a parser may hold output back until the end, so that the finish needs a chunk of its own."""
+        return self.reasoner is not None or self.opts.tool_mode != "none"
+
+    def closing_delta(self, piece: Piece) -> dict[str, Any]:
+        """The stream choice for the engine's last piece (its finish reason set) when nothing is held back:
+        its content and the finish in one chunk, as vLLM sends them (then `last` is not sent)."""
+        choice = self.delta(piece) or {"index": self.index, "delta": {}, "logprobs": None}
+        choice["delta"].setdefault("content", "")
+        choice["finish_reason"], choice["stop_reason"] = piece.finish_reason, piece.stop_reason
+        if self.opts.return_token_ids:
+            choice["token_ids"] = piece.token_ids
+        return choice
+
     def last(self, outcome: Outcome) -> dict[str, Any]:
         """The final stream choice: what the parsers held back, and the finish reason."""
         reasoning, content = self.reasoner.finish() if self.reasoner else ("", "")
@@ -76,7 +107,7 @@ class ChatChoice:
         """The whole choice of a non-streamed answer (after every piece went through `delta`)."""
         self.last(outcome)
         text = "".join(self.content)
-        message: dict[str, Any] = {"role": "assistant", "content": text if text or not self.calls else None,
+        message: dict[str, Any] = {"role": self.opts.role, "content": text if text or not self.calls else None,
                                    "refusal": None}  # fmt: skip
         if self.calls:
             message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in self.calls]
@@ -192,6 +223,7 @@ class CompletionChoice:
             "text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
         self.token_ids: list[int] = []
         self.prompt_entries: list[Any] | None = None
+        self._prompt_ids_sent = not (echo is not None or return_token_ids)  # vLLM's first chunk carries them
 
     def delta(self, piece: Piece, drop_output: bool = False) -> dict[str, Any] | None:
         text = "" if drop_output else piece.text
@@ -211,11 +243,13 @@ class CompletionChoice:
             for key, values in logprobs.items():
                 self.logprobs[key].extend(values)  # type: ignore[index]
         self.token_ids.extend(piece.token_ids or ())
-        if not text and logprobs is None and piece.finish_reason is None:
-            return None
+        if not text and not ids and logprobs is None and piece.finish_reason is None:
+            return None  # (a token that ends no character yet is sent, empty, as vLLM does)
         self.text.append(text)
         choice = {"index": self.index, "text": text, "logprobs": logprobs, "finish_reason": piece.finish_reason,
                   "stop_reason": piece.stop_reason}  # fmt: skip
+        if not self._prompt_ids_sent:
+            choice["prompt_token_ids"], self._prompt_ids_sent = self.prompt_ids, True
         if self.return_token_ids:
             choice["token_ids"] = piece.token_ids
         return choice
@@ -224,5 +258,5 @@ class CompletionChoice:
         choice = {"index": self.index, "text": "".join(self.text), "logprobs": self.logprobs,
                   "finish_reason": outcome.finish_reason, "stop_reason": outcome.stop_reason}  # fmt: skip
         if self.return_token_ids:
-            choice["token_ids"] = self.token_ids
+            choice["prompt_token_ids"], choice["token_ids"] = self.prompt_ids, self.token_ids
         return choice

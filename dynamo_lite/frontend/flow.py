@@ -170,7 +170,7 @@ class RequestFlow:
                 log.warning("request %s: worker %s %s after %d tokens; migrating", req.request_id, worker.worker_id,
                             "timed out" if timed_out else f"failed ({e})", len(generated))
             except UpstreamRejected as e:
-                raise EngineRefused(e.args[0]) from e
+                raise EngineRefused(e.args[0], e.param) from e
             finally:
                 fleet.router.on_request_finish(attempt, len(generated) - before if not whole else 0)
 

@@ -140,7 +140,22 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     raw = await request.read()
     body, check = parse_request(raw, ChatCompletionRequest, state.config.frontend.strict_request_fields)
+    _as_vllm_checks(state, body)
+    top = body.top_logprobs
+    if top is not None and (top == -1 or top > 0) and not body.logprobs:
+        raise ApiError(400, "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs",
+                       code="invalid_value")
     return await _generate(request, state, await _chat_plan(request, state, body, check, len(raw), "chatcmpl-"))
+
+
+def _as_vllm_checks(state: FrontendState, body: ChatCompletionRequest | CompletionRequest) -> None:
+    """What vLLM's chat and completions requests check beyond each field, and its default model (the first
+    served) for a request that names none."""
+    if body.model is None:
+        body.model = next(iter(state.models), None)
+    if body.stream_options is not None and body.stream_options.model_fields_set and not body.stream:
+        raise ApiError(400, "Stream options can only be defined when `stream=True`.", param="stream_options",
+                       code="invalid_value")
 
 
 async def responses_create(request: web.Request) -> web.StreamResponse:
@@ -237,13 +252,14 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
     return Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
                 body.continuous_usage, prompt_logprobs_k=body.prompt_logprobs,
-                token_text=plan.token_texts(body, tokenizer),
+                chat_prompt_ids=bool(body.return_token_ids), token_text=plan.token_texts(body, tokenizer),
                 header={"X-Request-Id": rid[len(id_prefix):]})  # fmt: skip
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     body, check = parse_request(await request.read(), CompletionRequest, state.config.frontend.strict_request_fields)
+    _as_vllm_checks(state, body)
     tokenizer = _served(request, state, body.model)
     if body.max_tokens == 0 and not body.echo:
         raise ApiError(400, "max_tokens 0 is only served with echo (the prompt alone).", param="max_tokens",
@@ -273,7 +289,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     shape = Shape(rid, body.model, int(time.time()), chat=False, include_usage=body.include_usage)
     p = Plan(shape, reqs, list(plan.completion_choices(body, prompts, texts, tokenizer)),
              [i // body.choices for i in range(len(reqs))], bool(body.stream), body.continuous_usage,
-             drop_output=body.max_tokens == 0, prompt_logprobs_k=body.prompt_logprobs,
+             drop_output=body.max_tokens == 0, prompt_logprobs_k=prompt_k,  # vLLM: echo's are returned too
              token_text=plan.token_texts(body, tokenizer), header={"X-Request-Id": rid[len("cmpl-"):]})  # fmt: skip
     return await _generate(request, state, p)
 
@@ -316,7 +332,9 @@ async def _off_loop_if_long(chars: int, encode: Callable[[T], list[int]], arg: T
     return await asyncio.to_thread(encode, arg)
 
 
-def _served(request: web.Request, state: FrontendState, model: str) -> ModelTokenizer:
+def _served(request: web.Request, state: FrontendState, model: str | None) -> ModelTokenizer:
+    if model is None:
+        raise ApiError(404, "No model is served here.", param="model", code="model_not_found")
     tokenizer = state.tokenizers.get(model)
     if tokenizer is None:
         raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")

@@ -40,7 +40,7 @@ class ToolCall(_Loose):
 
 
 class ChatMessage(_Loose):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: str  # the chat template's roles and any other (vLLM's custom messages), rendered as the template does
     content: str | list[TextPart] | None = None
     name: str | None = None
     tool_calls: list[ToolCall] | None = None  # assistant turns that called tools

@@ -78,7 +78,7 @@ class CompletionLogprobs(_Open):
 
 
 class AssistantMessage(_Open):
-    role: Literal["assistant"]
+    role: str  # assistant; without add_generation_prompt, the last message's
     content: str | None  # None when the answer is tool calls only
     refusal: None
     tool_calls: list[ToolCall] | None = None
@@ -122,7 +122,7 @@ class ToolCallDelta(_Open):
 
 
 class ChatDelta(_Open):
-    role: Literal["assistant"] | None = None  # in the first chunk
+    role: str | None = None  # in the first chunk (as the message's)
     content: str | None = None
     tool_calls: list[ToolCallDelta] | None = None
     reasoning: str | None = None
@@ -272,7 +272,8 @@ def build_document(models: Sequence[str], *, bearer_auth: bool = False, strict: 
     schemas = top["$defs"]
     if models:
         for request in _GENERATION:
-            schemas[request.__name__]["properties"]["model"]["enum"] = list(models)
+            model = schemas[request.__name__]["properties"]["model"]
+            model["enum"] = list(models) + ([None] if "anyOf" in model else [])  # None: the first served
     if not strict:
         for request in _REQUESTS:
             schemas[request.__name__].pop("additionalProperties", None)

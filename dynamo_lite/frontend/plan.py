@@ -110,13 +110,14 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
         raise ApiError(400, "You can only either use constraints for structured outputs or tools, not both.",
                        param="tool_choice", code="invalid_value")
     last = body.messages[-1]
+    role = "assistant" if body.add_generation_prompt else last.role  # vLLM's answer role
     mode = "named" if isinstance(choice, NamedToolChoice) else choice
     return ChatOptions(
         tool_mode=mode, tool_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
         tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
-        top_logprobs=body.logprobs_k(), echo=last.text() if body.echo and last.role == "assistant" else "",
-        return_token_ids=bool(body.return_token_ids),
+        top_logprobs=body.logprobs_k(), echo=last.text() if body.echo and last.role == role else "",
+        return_token_ids=bool(body.return_token_ids), role=role,
     )  # fmt: skip
 
 
@@ -137,6 +138,6 @@ def completion_choices(body: CompletionRequest, prompts: list[list[int]], texts:
     for p, ids in enumerate(prompts):
         for i in range(body.choices):
             lp = CompletionLogprobs(body.logprobs, text) if body.logprobs is not None else None
-            out.append(CompletionChoice(p * body.choices + i, texts[p] if body.echo else None, ids, lp,
-                                        bool(body.return_token_ids)))  # fmt: skip
+            echo = ("" if body.return_token_ids else texts[p]) if body.echo else None  # vLLM: ids, not text
+            out.append(CompletionChoice(p * body.choices + i, echo, ids, lp, bool(body.return_token_ids)))
     return out

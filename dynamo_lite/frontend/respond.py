@@ -51,6 +51,7 @@ class Plan:
     continuous_usage: bool = False
     drop_output: bool = False  # completions max_tokens 0 with echo: the prompt only
     prompt_logprobs_k: int | None = None  # return vLLM's prompt_logprobs with this top-k
+    chat_prompt_ids: bool = False  # chat with return_token_ids: the prompt's token ids beside the choices
     token_text: Callable[[int], str] = str
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     header: dict[str, str] = field(default_factory=dict)
@@ -105,9 +106,11 @@ async def _whole(plan: Plan, events: AsyncIterator[tuple[int, Piece | Outcome]])
             choices.append(body)
     if plan.reshape is not None:
         return json_response(plan.reshape.whole(choices[0], plan.outcomes[0], plan.usage()), headers=plan.header)
-    extra = None
+    extra = {}
     if plan.shape.chat and plan.prompt_logprobs_k is not None:
-        extra = {"prompt_logprobs": prompt_logprobs(first_prompt.get(0, []), plan.prompt_logprobs_k, plan.token_text)}
+        extra["prompt_logprobs"] = prompt_logprobs(first_prompt.get(0, []), plan.prompt_logprobs_k, plan.token_text)
+    if plan.chat_prompt_ids:
+        extra["prompt_token_ids"] = plan.requests[0].prompt_ids
     return json_response(plan.shape.full(choices, plan.usage(), extra), headers=plan.header)
 
 
@@ -128,20 +131,28 @@ async def _stream(request: web.Request, plan: Plan,
     if plan.reshape is not None:
         return await _stream_reshaped(response, plan, first, events)
     generated = [0] * len(plan.choices)
+    closed = [False] * len(plan.choices)  # a chat choice whose finish went with its last piece
     try:
         if shape.chat:
-            await response.write(b"".join(shape.role_chunk(i, usage_body(len(r.prompt_ids), 0) if plan.continuous_usage
-                                                           else None) for i, r in enumerate(plan.requests)))
+            await response.write(_chat_opening(plan))
         event = first
         while event is not None:
             index, item = event
             choice = plan.choices[index]
             if isinstance(item, Outcome):
                 plan.outcomes[index] = item
-                body = choice.last(item) if isinstance(choice, ChatChoice) else None
+                body = choice.last(item) if isinstance(choice, ChatChoice) and not closed[index] else None
+            elif isinstance(choice, ChatChoice):
+                generated[index] += len(item.token_ids or ())
+                if item.finish_reason is not None and not choice.holds_back:
+                    body, closed[index] = choice.closing_delta(item), True
+                else:
+                    body = choice.delta(item)
+                    if body is None and item.token_ids and not choice.holds_back:
+                        body = choice.empty_delta(item)
             else:
                 generated[index] += len(item.token_ids or ())
-                body = choice.delta(item) if isinstance(choice, ChatChoice) else choice.delta(item, plan.drop_output)
+                body = choice.delta(item, plan.drop_output)
             if body is not None:
                 usage = None
                 if plan.continuous_usage:
@@ -164,6 +175,16 @@ async def _stream(request: web.Request, plan: Plan,
         await response.write(sse(api_error(e).body()) + DONE)
     await response.write_eof()
     return response
+
+
+def _chat_opening(plan: Plan) -> bytes:
+    """A chat stream's first chunks, as vLLM sends them: each choice's role, then each one's echo (if any)."""
+    chats = [c for c in plan.choices if isinstance(c, ChatChoice)]
+    usage = [usage_body(len(r.prompt_ids), 0) if plan.continuous_usage else None for r in plan.requests]
+    roles = [plan.shape.role_chunk(i, usage[i], r.prompt_ids if plan.chat_prompt_ids else None, chats[i].opts.role)
+             for i, r in enumerate(plan.requests)]  # fmt: skip
+    echoes = [plan.shape.frame(echo, usage[i]) for i, c in enumerate(chats) if (echo := c.echo_delta()) is not None]
+    return b"".join(roles + echoes)
 
 
 async def _stream_reshaped(response: web.StreamResponse, plan: Plan, first: tuple[int, Piece | Outcome] | None,

@@ -73,7 +73,7 @@ class StreamOptions(_Body):
 class _Sampling(_Body):
     """What chat and completions share: vLLM's sampling parameters and its extensions."""
 
-    model: str
+    model: str | None = None  # None: the first model served (vLLM's default)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
@@ -151,7 +151,14 @@ class _Sampling(_Body):
         if len([k for k in guided if k != "guided_whitespace_pattern"]) > 1:
             raise ApiError(400, "You can only use one kind of guided decoding ('guided_json', 'guided_regex', "
                                 "'guided_choice' or 'guided_grammar').", param="guided_json", code="invalid_value")
-        return structured_from(self.response_format, self.structured_outputs, guided)
+        out = structured_from(self.response_format, self.structured_outputs, guided)
+        if out is not None and isinstance(out.get("json"), str):
+            try:
+                msgspec.json.decode(out["json"])
+            except msgspec.DecodeError as e:
+                param = "structured_outputs.json" if self.structured_outputs is not None else "guided_json"
+                raise ApiError(400, f"The JSON schema is not JSON: {e}.", param=param, code="invalid_value") from None
+        return out
 
 
 class ChatCompletionRequest(_Sampling):
@@ -201,7 +208,7 @@ class CompletionRequest(_Sampling):
     logprobs: TopK | None = None
 
     def output_limit(self) -> int | None:
-        return self.max_tokens
+        return 16 if self.max_tokens is None else self.max_tokens  # vLLM: null is its default, 16
 
     def logprobs_k(self) -> int | None:
         return self.logprobs

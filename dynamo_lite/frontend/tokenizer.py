@@ -47,6 +47,7 @@ class ModelTokenizer:
         source = template if isinstance(template, str) else " ".join(map(str, dict(template).values()))
         self.renders_tools = "tools" in source
         self.renders_tool_calls = "tool_calls" in source
+        self.renders_developer = '"developer"' in source or "'developer'" in source
         self.eos_token_id: int | None = self._tok.eos_token_id
         self.vocab_size = len(self._tok)
         self._rust = _rust_encoder(self._tok)
@@ -59,6 +60,8 @@ class ModelTokenizer:
     def render_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> str:
         """The chat template's text for `messages` (with the generation prompt unless told otherwise)."""
         dicts = [m.template_dict() for m in messages]
+        if not self.renders_developer and any(d["role"] == "developer" for d in dicts):
+            dicts = developer_as_system(dicts)
         tools = [t.model_dump(exclude_none=True) for t in chat.tools] if chat.tools else None
         if (tools and not self.renders_tools) or (not self.renders_tool_calls and _has_tool_turns(dicts)):
             dicts = render_into_messages(dicts, tools if not self.renders_tools else None, chat.tool_format)
@@ -129,6 +132,18 @@ def _rust_encoder(tok: Any) -> Callable[[str, bool], list[int]] | None:
             if encode(text, special) != list(tok.encode(text, add_special_tokens=special)):
                 return None
     return encode
+
+
+def developer_as_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For a template that knows no `developer` role, as vLLM renders it: developer messages become system
+    ones, and when a system message is then not alone at the start, all of them become one there (their
+    contents joined by a blank line)."""
+    messages = [dict(m, role="system") if m["role"] == "developer" else m for m in messages]
+    systems = [i for i, m in enumerate(messages) if m["role"] == "system"]
+    if systems in ([], [0]):
+        return messages
+    text = "\n\n".join(m["content"] for m in messages if m["role"] == "system" and m["content"])
+    return [{"role": "system", "content": text}, *(m for m in messages if m["role"] != "system")]
 
 
 def _has_tool_turns(messages: list[dict[str, Any]]) -> bool:

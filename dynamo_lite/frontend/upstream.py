@@ -46,9 +46,10 @@ class UpstreamTimeout(Exception):
 class UpstreamRejected(Exception):
     """The engine refused the request (4xx): the request itself is at fault; not retried."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.param = param  # the request field the engine named, if it named one
 
 
 @dataclass
@@ -148,17 +149,19 @@ class EngineClient:
 
 async def _raise_for(resp: Response) -> None:
     text = (await resp.read()).decode("utf-8", "replace")
-    message = text[:500]
+    message, param = text[:500], None
     try:
         payload = msgspec.json.decode(text)
         error = payload.get("error") if isinstance(payload, dict) else None
         message = str(error.get("message", error) if isinstance(error, dict) else payload.get("message", message))
+        if isinstance(error, dict) and isinstance(error.get("param"), str):
+            param = error["param"]
     except (msgspec.DecodeError, AttributeError):
         pass
     if resp.status == 404:  # not the client's fault: this worker does not serve the model (or the route)
         raise WorkerFailed(f"engine answered 404: {message}")
     if 400 <= resp.status < 500:
-        raise UpstreamRejected(resp.status, message)
+        raise UpstreamRejected(resp.status, message, param)
     raise WorkerFailed(f"engine answered {resp.status}: {message}")
 
 

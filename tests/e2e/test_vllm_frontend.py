@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -247,3 +248,116 @@ def test_anthropic_messages_equal_the_engine_s_own(cluster: Up, pd: bool) -> Non
     assert set(ours) == set(theirs) and set(ours["content"][0]) == set(theirs["content"][0])
     text = ["".join(e["delta"].get("text", "") for e in s if e["type"] == "content_block_delta") for s in streams]
     assert text[0] == text[1] == ours["content"][0]["text"]
+
+
+# The same request to the frontend and to vLLM's own server (the decode engine), compared field by field:
+# every value the frontend returns is vLLM's, and vLLM's refusals are its refusals. Prompts are short (no
+# full 128-token block to cache, so no cached tokens on either side), sampling is greedy or seeded.
+def _chat(content: str, **fields: object) -> dict:
+    return {"model": "smollm2", "messages": [{"role": "user", "content": content}], "max_tokens": 6,
+            "temperature": 0, **fields}  # fmt: skip
+
+
+def _completion(prompt: object, **fields: object) -> dict:
+    return {"model": "smollm2", "prompt": prompt, "max_tokens": 4, "temperature": 0, **fields}
+
+
+CHAT_PATH, COMPLETIONS_PATH = "/v1/chat/completions", "/v1/completions"
+SAME_ANSWERS = {
+    "chat": (CHAT_PATH, _chat("Name a fruit.")),
+    "chat, no model": (CHAT_PATH, {k: v for k, v in _chat("Name a fruit.").items() if k != "model"}),
+    "chat, logprobs": (CHAT_PATH, _chat("Name a fruit.", logprobs=True, top_logprobs=2)),
+    "chat, stop": (CHAT_PATH, _chat("Count: one, two, three,", stop=[","], include_stop_str_in_output=True)),
+    "chat, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=5)),
+    "chat, a custom role": (CHAT_PATH, {**_chat(""), "messages": [{"role": "narrator", "content": "Once upon"}]}),
+    "chat, return_token_ids": (CHAT_PATH, _chat("Name a fruit.", return_token_ids=True)),
+    "chat, sampling seeded": (CHAT_PATH, _chat("Name a fruit.", temperature=0.7, seed=3, top_k=5, min_p=0.1,
+                                               repetition_penalty=1.2, presence_penalty=0.5)),
+    "chat, a developer message": (CHAT_PATH, {**_chat(""), "messages": [{"role": "developer", "content": "Be brief."},
+                                                                        {"role": "user", "content": "Hi"}]}),
+    "chat, a tool call and its result": (CHAT_PATH, {**_chat(""), "tools": [WEATHER], "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]}),  # fmt: skip
+    "chat, no generation prompt": (CHAT_PATH, {**_chat("Hello"), "add_generation_prompt": False}),
+    "chat, stream, echo": (CHAT_PATH, {**_chat(""), "messages": [{"role": "user", "content": "Name a fruit."},
+                                                                 {"role": "assistant", "content": "An"}],
+                                       "echo": True, "add_generation_prompt": False,
+                                       "continue_final_message": True, "stream": True}),
+    "chat, stream, characters over several tokens": (CHAT_PATH, _chat("Write the word café and an emoji.",
+                                                                     max_tokens=20, stream=True)),
+    "chat, stream, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=4, stream=True)),
+    "chat, stream": (CHAT_PATH, _chat("Name a fruit.", stream=True, stream_options={"include_usage": True})),
+    "chat, stream to the end": (CHAT_PATH, _chat("Say hi.", max_tokens=40, stream=True)),
+    "chat, stream, logprobs": (CHAT_PATH, _chat("Name a fruit.", stream=True, logprobs=True, top_logprobs=1)),
+    "chat, stream, continuous usage": (CHAT_PATH, _chat("Name a fruit.", stream=True, stream_options={
+        "include_usage": True, "continuous_usage_stats": True})),  # fmt: skip
+    "chat, stream, return_token_ids": (CHAT_PATH, _chat("Name a fruit.", stream=True, return_token_ids=True)),
+    "completion": (COMPLETIONS_PATH, _completion("The capital of France is")),
+    "completion, echo and logprobs": (COMPLETIONS_PATH, _completion("The capital of France is", echo=True,
+                                                                    logprobs=2)),
+    "completion, a batch": (COMPLETIONS_PATH, _completion(["The capital of France is", "One plus one is"])),
+    "completion, return_token_ids and echo": (COMPLETIONS_PATH, _completion("Hello there", return_token_ids=True,
+                                                                            echo=True)),
+    "completion, stream, echo": (COMPLETIONS_PATH, _completion("The capital of France is", stream=True, echo=True,
+                                                               stream_options={"include_usage": True})),
+    "completion, stream, a batch": (COMPLETIONS_PATH, _completion(["A", "B"], stream=True)),
+    "completion, stream, logprobs": (COMPLETIONS_PATH, _completion("Hello", logprobs=2, stream=True)),
+    "completion, token ids, n=2 seeded": (COMPLETIONS_PATH, _completion([[504, 3575], [1, 2, 3]], n=2,
+                                                                        temperature=0.9, seed=2)),
+    "completion, max_tokens null": (COMPLETIONS_PATH, {**_completion("Hi"), "max_tokens": None}),
+    "refused by the engine: logprobs -1": (COMPLETIONS_PATH, _completion("x", logprobs=-1)),
+    "refused: top_logprobs without logprobs": (CHAT_PATH, _chat("x", top_logprobs=2)),
+    "refused: stream_options without stream": (CHAT_PATH, _chat("x", stream_options={"include_usage": True})),
+    "refused: n=0": (CHAT_PATH, _chat("x", n=0)),
+    "refused: a prompt past the context": (COMPLETIONS_PATH, _completion("hello " * 5000)),
+}
+# What the frontend cannot give as vLLM does (docs/reference/openai-api.md, "Differences from vLLM's server").
+UNKNOWABLE = ("created_cache_tokens", "rank")
+
+
+def _answer(url: str, body: dict) -> tuple[int, object]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            text = response.read().decode()
+            status = response.status
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())["error"].get("param")  # a refusal: the field it names
+    if not body.get("stream"):
+        return status, _comparable(json.loads(text))
+    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+    assert text.rstrip().endswith("data: [DONE]")
+    by_choice: dict[int, list] = {}  # a batch's choices interleave as their engine requests run
+    for event in events:
+        for choice in event.pop("choices"):
+            by_choice.setdefault(choice["index"], []).append(_comparable(choice))
+    return status, (by_choice, [_comparable(e) for e in events])
+
+
+def _comparable(value: object) -> object:
+    """Without what differs between any two answers (ids, times) or cannot be known (UNKNOWABLE), and without
+    keys whose value is null (vLLM writes every field it has; the frontend leaves out those it has no value for)."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()
+                if v is not None and k not in ("id", "created", "system_fingerprint", *UNKNOWABLE)}  # fmt: skip
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    return round(value, 3) if isinstance(value, float) else value
+
+
+@pytest.fixture(scope="module")
+def decode_engine(cluster: Up) -> str:
+    return engine_urls(cluster.state)["decode"]
+
+
+@pytest.mark.parametrize("case", list(SAME_ANSWERS))
+def test_the_answer_is_vllm_s_own(cluster: Up, decode_engine: str, case: str) -> None:
+    path, body = SAME_ANSWERS[case]
+    ours = _answer(f"{cluster.base}{path}", body)
+    theirs = _answer(f"{decode_engine}{path}", body)
+    if theirs[0] == 200:
+        assert ours == theirs
+    else:  # refused as vLLM refuses it, naming the field as the client sent it (vLLM's names vary)
+        assert ours[0] == theirs[0] and ours[1] is not None, (ours, theirs)

@@ -93,13 +93,13 @@ def _failed(recorder: ScenarioRecorder, case_id: str, check: CheckNode) -> str:
 
 
 def _unexpected_503(recorder: ScenarioRecorder, case_id: str) -> str | None:
-    """A 503 is expected only from a model without workers (m, empty)."""
+    """A 503 is expected only from a model without workers (m, empty; no model: the first served, m)."""
     response = recorder.find_response(case_id=case_id)
     if response is None or response.status_code != 503:
         return None
     body = recorder.cases[case_id].value.body
     error = response.json()["error"]  # OpenAI's shape, or Anthropic's on /v1/messages (no code, its own type)
-    if isinstance(body, dict) and body.get("model") in ("m", "empty") and \
+    if isinstance(body, dict) and body.get("model") in ("m", "empty", None) and \
             (error.get("code") == "no_worker_available" or error.get("type") == "overloaded_error"):  # fmt: skip
         return None
     return f"unexpected 503\n{_exchange(recorder, case_id)}"
@@ -109,7 +109,7 @@ def _exchange(recorder: ScenarioRecorder, case_id: str) -> str:
     case = recorder.cases[case_id].value
     response = recorder.find_response(case_id=case_id)
     answer = f"{response.status_code} {response.content[:300]!r}" if response is not None else "no response"
-    return f"  {case.method} {case.path} body={str(case.body)[:300]}\n  -> {answer}"
+    return f"  {case.method} {case.path} body={str(case.body)[:3000]}\n  -> {answer}"
 
 
 # --- hand-written hostile input -----------------------------------------------------------------

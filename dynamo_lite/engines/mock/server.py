@@ -251,7 +251,10 @@ def _sequence(state: ServerState, job: Job, rid: str) -> tuple[Sequence, list[st
     except ValueError as e:
         raise ApiError(400, str(e)) from e
     key = output_key(args.seed if job.seed is None else job.seed, job.prompt)
-    script = output.script_for(job.xargs, job.structured, key)
+    try:
+        script = output.script_for(job.xargs, job.structured, key)
+    except ValueError as e:  # a JSON schema that is not JSON, as vLLM refuses it
+        raise ApiError(400, f"Invalid structured outputs: {e}") from e
     pieces = output.script_pieces(script) if script is not None else []
     return Sequence(
         request_id=state.engine.internal_id(rid), prompt=job.prompt, max_tokens=max_tokens,

@@ -35,9 +35,12 @@ def assert_error(body: dict, status_type: str, *, param: str | None = None, cont
         (json.dumps({"model": "m", "messages": "hi"}).encode(), "messages", "valid list"),
         (json.dumps({"model": "m", "messages": [{"role": "user", "content": 5}]}).encode(), "messages[0].content",
          "valid string"),
-        (json.dumps({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}).encode(), "messages[0].role",
-         "Input should be"),
-        (json.dumps({"messages": HELLO}).encode(), "model", "Missing required parameter: 'model'"),
+        (json.dumps({"model": "m", "messages": [{"role": 5, "content": "x"}]}).encode(), "messages[0].role",
+         "valid string"),
+        (json.dumps({"model": "m", "messages": HELLO, "top_logprobs": 2}).encode(), "top_logprobs",
+         "`logprobs` must be set to true"),
+        (json.dumps({"model": "m", "messages": HELLO, "stream_options": {"include_usage": True}}).encode(),
+         "stream_options", "only be defined when `stream=True`"),
         (json.dumps({"model": "m", "messages": HELLO, "max_tokens": 0}).encode(), "max_tokens", "greater than or equal to 1"),
         (json.dumps({"model": "m", "messages": HELLO, "max_completion_tokens": -3}).encode(), "max_completion_tokens",
          "greater than or equal to 1"),
@@ -52,6 +55,25 @@ async def test_bad_chat_bodies_are_400(harness, body: bytes, param: str | None, 
     resp = await h.client.post(CHAT, data=body, headers={"Content-Type": "application/json"})
     assert resp.status == 400
     assert_error(await resp.json(), "invalid_request_error", param=param, contains=contains)
+
+
+async def test_what_vllm_accepts_is_served(harness) -> None:
+    """vLLM's defaults where a body leaves something out: the first model served, any role (the chat template's
+    to render), top_logprobs 0 without logprobs, empty stream options without a stream."""
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(2)))
+    for body in ({"messages": HELLO}, {"model": "m", "messages": [{"role": "wizard", "content": "x"}]},
+                 {"model": "m", "messages": HELLO, "top_logprobs": 0}, {"model": "m", "messages": HELLO,
+                                                                        "stream_options": {}}):  # fmt: skip
+        resp = await h.client.post(CHAT, json=body)
+        assert resp.status == 200, (body, await resp.text())
+        assert (await resp.json())["model"] == "m"
+    resp = await h.client.post("/v1/completions", json={"prompt": "hello"})
+    assert resp.status == 200 and (await resp.json())["model"] == "m"
+    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": "x", "stream_options": {
+        "include_usage": True}})  # fmt: skip
+    assert resp.status == 400
+    assert_error(await resp.json(), "invalid_request_error", param="stream_options", contains="stream=True")
 
 
 async def test_bad_completion_prompts_are_400(harness) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 from dynamo_lite.frontend.app import STATE
+from dynamo_lite.frontend.request import Piece
 from dynamo_lite.protocol import Role
 from tests.unit.frontend.conftest import Script, pieces
 from tests.waiting import eventually_async
@@ -67,6 +68,29 @@ async def test_chat_stream_starts_with_the_role(harness) -> None:
     assert all(e["object"] == "chat.completion.chunk" for e in events)
     # max_tokens defaults to what the context leaves
     assert h.engines.calls[0]["max_tokens"] == 256 - len(h.engines.calls[0]["prompt"])
+
+
+async def test_chat_stream_chunks_are_vllm_s(harness) -> None:
+    """As vLLM streams a chat: the finish rides on the last token's chunk, a token that ends no character
+    yet gets an empty chunk, echo comes as its own chunk after the role, and without a generation prompt the
+    answer takes the last message's role (with return_token_ids, the prompt's ids in the first chunk)."""
+    h = await harness()
+    h.add_worker("d0", script=Script([Piece(" a", [7], None), Piece("", [8], None), Piece("é", [9], "length")]))
+    events = await sse_events(await h.client.post(CHAT, json={"model": "m", "messages": HELLO, "stream": True}))
+    assert [e["choices"][0]["delta"] for e in events] == [{"role": "assistant", "content": ""}, {"content": " a"},
+                                                          {"content": ""}, {"content": "é"}]  # fmt: skip
+    assert [e["choices"][0]["finish_reason"] for e in events] == [None, None, None, "length"]
+    messages = [*HELLO, {"role": "narrator", "content": "Once"}]
+    events = await sse_events(await h.client.post(CHAT, json={
+        "model": "m", "messages": messages, "stream": True, "echo": True, "add_generation_prompt": False,
+        "return_token_ids": True}))  # fmt: skip
+    assert [e["choices"][0]["delta"] for e in events[:3]] == [{"role": "narrator", "content": ""},
+                                                              {"content": "Once"}, {"content": " a"}]  # fmt: skip
+    assert events[0]["prompt_token_ids"] == h.engines.calls[-1]["prompt"] and "prompt_token_ids" not in events[1]
+    whole = await (await h.client.post(CHAT, json={"model": "m", "messages": messages, "echo": True,
+                                                   "add_generation_prompt": False})).json()  # fmt: skip
+    assert whole["choices"][0]["message"]["role"] == "narrator"
+    assert whole["choices"][0]["message"]["content"] == "Once aé"
 
 
 async def test_disaggregation_takes_each_branch(harness) -> None:

@@ -7,7 +7,8 @@ import random
 from pathlib import Path
 
 from dynamo_lite.engines.models.words import build_mock_words
-from dynamo_lite.frontend.tokenizer import ModelTokenizer
+from dynamo_lite.frontend.messages import ChatMessage
+from dynamo_lite.frontend.tokenizer import ModelTokenizer, developer_as_system
 
 TEXTS = ["The quick brown fox", " jumps\n\nover the  lazy dog. ", "<|im_start|>user\nhi<|im_end|>", "naïve café 東京 🙂",
          "def f(x):\n    return x ** 2  # tabs\tand spaces", "t5 t17 t128255 t0", "   ", "a" * 500]
@@ -66,3 +67,17 @@ def test_a_long_prompt_tokenizes_in_a_thread_while_the_loop_keeps_running(tokeni
     assert ids == list(tokenizer._tok.encode(prompt, add_special_tokens=True))
     # Tens of thousands of loop turns with the GIL free (an idle loop turns in microseconds); a few with it held.
     assert ticks >= 200, ticks
+
+
+def test_developer_messages_become_system_ones_where_the_template_knows_no_developer(
+        tokenizer: ModelTokenizer) -> None:  # fmt: skip
+    """As vLLM renders them: developer -> system, then all system messages as one at the start."""
+    assert developer_as_system([{"role": "developer", "content": "a"}, {"role": "user", "content": "b"}]) == [
+        {"role": "system", "content": "a"}, {"role": "user", "content": "b"}]  # fmt: skip
+    merged = developer_as_system([{"role": "system", "content": "a"}, {"role": "user", "content": "b"},
+                                  {"role": "developer", "content": "c"}])  # fmt: skip
+    assert merged == [{"role": "system", "content": "a\n\nc"}, {"role": "user", "content": "b"}]
+    assert not tokenizer.renders_developer
+    as_developer = [ChatMessage(role="developer", content="Be brief."), ChatMessage(role="user", content="Hi")]
+    as_system = [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="Hi")]
+    assert tokenizer.render_chat(as_developer) == tokenizer.render_chat(as_system)
