@@ -5,7 +5,8 @@ The engine is asked for completions-style logprobs with tokens as ids
 text with the model's tokenizer (`token_text`, cached per id), as vLLM does:
 - completions: `tokens`, `token_logprobs`, `top_logprobs` (the token and the top k, by
   text) and `text_offset` (running over token lengths, carried across chunks);
-- chat: a `content` list of `{token, logprob, bytes, top_logprobs: [k entries]}`;
+- chat: a `content` list of `{token, logprob, bytes, top_logprobs: [k entries]}`, the sampled token
+  first (as vLLM lists them);
 - prompt_logprobs: per prompt position None (the first) or `{id: {logprob, rank, decoded_token}}`.
 """
 
@@ -57,7 +58,10 @@ def chat_content(entries: list[TokenLogprob | None], k: int, text: Callable[[int
         if entry is None:
             continue
         token = text(entry.token_id)
-        alternatives = entry.top if k < 0 else entry.top[:k]
+        # vLLM's list: the first k of the sampled token, then the most likely (so when sampling picked a less
+        # likely token, it is first, and the most likely k - 1 follow)
+        ranked = [(entry.token_id, entry.logprob), *(a for a in entry.top if a[0] != entry.token_id)]
+        alternatives = ranked if k < 0 else ranked[:k]
         out.append({"token": token, "logprob": max(entry.logprob, FLOOR), "bytes": list(token.encode()),
                     "top_logprobs": [{"token": (t := text(alt)), "logprob": max(lp, FLOOR), "bytes": list(t.encode())}
                                      for alt, lp in alternatives]})  # fmt: skip

@@ -13,7 +13,7 @@ from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoic
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.logprobs import CompletionLogprobs
 from dynamo_lite.frontend.messages import NamedToolChoice
-from dynamo_lite.frontend.request import GenerationRequest, RequestFailed, Sampling, max_tokens_for
+from dynamo_lite.frontend.request import GenerationRequest, PromptTooLong, RequestFailed, Sampling, max_tokens_for
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.protocol import RequestId
@@ -64,7 +64,8 @@ def choice_requests(body: OpenAiRequest, spec: ModelSpec, cap: int | None, rid: 
             limit = 1 if min_one else body.output_limit()
             max_tokens = max_tokens_for(len(ids), limit, spec.max_model_len, cap, param)
         except RequestFailed as e:
-            raise ApiError(400, e.message, param=e.param, code="context_length_exceeded") from None
+            code = "context_length_exceeded" if isinstance(e, PromptTooLong) else "invalid_value"
+            raise ApiError(400, e.message, param=e.param, code=code) from None
         for i in range(n):
             s = sampling
             if n > 1 and sampling.seed is not None:

@@ -161,20 +161,21 @@ class EngineRefused(RequestFailed):
 
 def max_tokens_for(prompt_tokens: int, asked: int | None, max_model_len: int, cap: int | None,
                    param: str) -> int:  # fmt: skip
-    """The completion's token budget, as vLLM computes it: what was asked, else what the context leaves.
+    """The completion's token budget, as vLLM 0.32 computes it: what was asked, at most what the context
+    leaves after the prompt (an ask past that is cut to it, not refused); nothing asked: what it leaves.
 
-    Raises InvalidRequest (empty prompt, over the service's `cap`) or PromptTooLong.
+    Raises InvalidRequest (empty prompt, over the service's `cap`, more than the context) or PromptTooLong.
     """
     if not prompt_tokens:
         raise InvalidRequest("The prompt is empty.", param)
     if cap is not None and asked is not None and asked > cap:
         raise InvalidRequest(f"max_tokens is {asked}, but this service allows at most {cap}.", "max_tokens")
-    if prompt_tokens >= max_model_len or (asked is not None and prompt_tokens + asked > max_model_len):
-        for_completion = f" and {asked} for the completion" if asked is not None else ""
-        raise PromptTooLong(f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-                            f"{prompt_tokens + (asked or 0)} tokens ({prompt_tokens} in the {param}{for_completion}). "
-                            f"Please reduce the length of the {param} or completion.", param)
-    if asked is not None:
-        return asked
+    if asked is not None and asked > max_model_len:
+        raise InvalidRequest(f"max_tokens={asked} cannot be greater than max_model_len={max_model_len}. Please "
+                             "request fewer output tokens.", "max_tokens")
+    if prompt_tokens >= max_model_len:
+        raise PromptTooLong(f"This model's maximum context length is {max_model_len} tokens. However, your "
+                            f"{param} has {prompt_tokens} tokens, and leaves none for the completion. Please "
+                            f"reduce the length of the {param}.", param)
     room = max_model_len - prompt_tokens
-    return room if cap is None else min(cap, room)
+    return min(room, asked if asked is not None else cap if cap is not None else room)

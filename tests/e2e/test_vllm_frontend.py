@@ -269,6 +269,8 @@ SAME_ANSWERS = {
     "chat, logprobs": (CHAT_PATH, _chat("Name a fruit.", logprobs=True, top_logprobs=2)),
     "chat, stop": (CHAT_PATH, _chat("Count: one, two, three,", stop=[","], include_stop_str_in_output=True)),
     "chat, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=5)),
+    "chat, n=2 seeded, logprobs": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=1, logprobs=True,
+                                                    top_logprobs=2)),
     "chat, a custom role": (CHAT_PATH, {**_chat(""), "messages": [{"role": "narrator", "content": "Once upon"}]}),
     "chat, return_token_ids": (CHAT_PATH, _chat("Name a fruit.", return_token_ids=True)),
     "chat, sampling seeded": (CHAT_PATH, _chat("Name a fruit.", temperature=0.7, seed=3, top_k=5, min_p=0.1,
@@ -280,6 +282,7 @@ SAME_ANSWERS = {
         {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
             "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]}),  # fmt: skip
+    "chat, max_tokens past what the context leaves": (CHAT_PATH, _chat("Say hi.", max_tokens=4090)),
     "chat, no generation prompt": (CHAT_PATH, {**_chat("Hello"), "add_generation_prompt": False}),
     "chat, stream, echo": (CHAT_PATH, {**_chat(""), "messages": [{"role": "user", "content": "Name a fruit."},
                                                                  {"role": "assistant", "content": "An"}],
@@ -307,10 +310,17 @@ SAME_ANSWERS = {
     "completion, token ids, n=2 seeded": (COMPLETIONS_PATH, _completion([[504, 3575], [1, 2, 3]], n=2,
                                                                         temperature=0.9, seed=2)),
     "completion, max_tokens null": (COMPLETIONS_PATH, {**_completion("Hi"), "max_tokens": None}),
+    "completion, echo and logprobs, no output (lm-eval's loglikelihood)": (COMPLETIONS_PATH, _completion(
+        "The capital of France is Paris", echo=True, logprobs=1, max_tokens=0)),  # fmt: skip
     "refused by the engine: logprobs -1": (COMPLETIONS_PATH, _completion("x", logprobs=-1)),
+    "tokenize a prompt": ("/tokenize", {"model": "smollm2", "prompt": "Hello world", "return_token_strs": True}),
+    "tokenize messages": ("/tokenize", {"model": "smollm2", "messages": [
+        {"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}),  # fmt: skip
+    "detokenize": ("/detokenize", {"model": "smollm2", "tokens": [504, 3575, 282, 4649, 314]}),
     "refused: top_logprobs without logprobs": (CHAT_PATH, _chat("x", top_logprobs=2)),
     "refused: stream_options without stream": (CHAT_PATH, _chat("x", stream_options={"include_usage": True})),
     "refused: n=0": (CHAT_PATH, _chat("x", n=0)),
+    "refused: max_tokens past the context": (CHAT_PATH, _chat("x", max_tokens=5000)),
     "refused: a prompt past the context": (COMPLETIONS_PATH, _completion("hello " * 5000)),
 }
 # What the frontend cannot give as vLLM does (docs/reference/openai-api.md, "Differences from vLLM's server").

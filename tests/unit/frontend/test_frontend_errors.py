@@ -103,10 +103,21 @@ async def test_prompt_longer_than_the_context_is_400(harness) -> None:
     # a long text is tokenized off the event loop, with the same outcome
     resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": "word " * 4000})
     assert resp.status == 400 and "maximum context length" in (await resp.json())["error"]["message"]
-    # prompt fits, prompt + max_tokens does not
-    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": [1] * 200, "max_tokens": 100})
+    # more output than the context holds at all
+    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": [1] * 20, "max_tokens": 257})
     assert resp.status == 400
-    assert_error(await resp.json(), "invalid_request_error", param="prompt", contains="200 in the prompt and 100")
+    assert_error(await resp.json(), "invalid_request_error", param="max_tokens",
+                 contains="max_tokens=257 cannot be greater than max_model_len=256")
+
+
+async def test_max_tokens_past_what_the_context_leaves_is_cut_to_it(harness) -> None:
+    """As vLLM 0.32: the prompt fits, prompt + max_tokens does not, and the answer is as long as the context
+    allows."""
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(3)))
+    resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": [1] * 200, "max_tokens": 100})
+    assert resp.status == 200
+    assert h.engines.calls[-1]["max_tokens"] == 56
 
 
 async def test_body_over_the_limit_is_413(harness) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
-from dynamo_lite.frontend.logprobs import CompletionLogprobs
+from dynamo_lite.frontend.logprobs import CompletionLogprobs, chat_content
 from dynamo_lite.frontend.request import Outcome, Piece, TokenLogprob
 from dynamo_lite.frontend.sse import DONE, Shape, sse, usage_body
 
@@ -72,3 +72,12 @@ def test_chat_logprobs_content() -> None:
                                               "top_logprobs": [{"token": "é", "logprob": -0.1, "bytes": [195, 169]}]}]}
     message = choice.message(Outcome(1, 0, "stop", (), 0))
     assert message["logprobs"]["content"][0]["token"] == "é" and message["message"]["content"] == "é"
+
+
+def test_chat_top_logprobs_list_the_sampled_token_first() -> None:
+    """As vLLM lists them: a sampled token that is not the most likely comes first, then the most likely."""
+    texts = {4: "a", 5: "b", 6: "c"}.__getitem__
+    entry = TokenLogprob(5, -2.0, ((4, -0.5), (6, -1.0), (5, -2.0)))
+    for k, listed in ((1, ["b"]), (2, ["b", "a"]), (3, ["b", "a", "c"]), (0, [])):
+        (content,) = chat_content([entry], k, texts)
+        assert [t["token"] for t in content["top_logprobs"]] == listed
