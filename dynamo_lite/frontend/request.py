@@ -162,7 +162,8 @@ class EngineRefused(RequestFailed):
 def max_tokens_for(prompt_tokens: int, asked: int | None, max_model_len: int, cap: int | None,
                    param: str) -> int:  # fmt: skip
     """The completion's token budget, as vLLM 0.32 computes it: what was asked, at most what the context
-    leaves after the prompt (an ask past that is cut to it, not refused); nothing asked: what it leaves.
+    leaves after the prompt (an ask past that is cut to it, not refused); nothing asked: what it leaves, at
+    most the service's `cap`.
 
     Raises InvalidRequest (empty prompt, over the service's `cap`, more than the context) or PromptTooLong.
     """
