@@ -109,7 +109,7 @@ def _exchange(recorder: ScenarioRecorder, case_id: str) -> str:
     case = recorder.cases[case_id].value
     response = recorder.find_response(case_id=case_id)
     answer = f"{response.status_code} {response.content[:300]!r}" if response is not None else "no response"
-    return f"  {case.method} {case.path} body={str(case.body)[:3000]}\n  -> {answer}"
+    return f"  {case.method} {case.path} body={str(case.body)[:300]}\n  -> {answer}"
 
 
 # --- hand-written hostile input -----------------------------------------------------------------
