@@ -77,20 +77,34 @@ class Run:
 
 
 def load_trace(args: argparse.Namespace, profile: RateProfile) -> list[Request]:
+    """The slice's requests, `--copies` of them overlaid, arrival times warped by ``profile``.
+
+    Copy ``k`` is the slice shifted by ``k / copies`` of its length, wrapping round (so every copy
+    covers the whole slice), with prompt hashes of its own: ``copies`` tenants of the trace's shape
+    sharing no prefix, ``copies`` times its load, for a fleet ``copies`` times the size.
+    """
     start_ms, end_ms = args.start_s * 1000, (args.start_s + args.duration_s) * 1000
-    reqs = []
+    copies = getattr(args, "copies", 1)
+    rows = []
     with open(args.trace) as f:
         for line in f:
             r = json.loads(line)
-            if not start_ms <= r["timestamp"] < end_ms:
-                continue
+            if start_ms <= r["timestamp"] < end_ms:
+                rows.append(r)
+    per = args.tokens_per_hash // 16
+    timed = []
+    for k in range(copies):
+        shift_ms = args.duration_s * 1000 * k / copies
+        for r in rows:
             osl = max(1, min(int(r["output_length"]), args.max_output or 1 << 30))
             isl = min(int(r["input_length"] * args.tokens_per_hash / TRACE_BLOCK), args.max_isl)
-            per = args.tokens_per_hash // 16
-            hashes = [hash((h, j)) & 0x7FFFFFFFFFFFFFFF for h in r["hash_ids"] for j in range(per)][: isl // 16]
-            at = profile.warp((r["timestamp"] - start_ms) / 1000 * args.time_scale)
-            reqs.append(Request(len(reqs), at, max(1, isl), osl, hashes))
-    return reqs
+            salt = (k,) if k else ()  # copy 0 keeps the hashes of runs before --copies
+            hashes = [hash((*salt, h, j)) & 0x7FFFFFFFFFFFFFFF for h in r["hash_ids"] for j in range(per)][: isl // 16]
+            offset_ms = (r["timestamp"] - start_ms + shift_ms) % (args.duration_s * 1000)
+            timed.append((offset_ms, k, max(1, isl), osl, hashes))
+    timed.sort(key=lambda x: (x[0], x[1]))
+    return [Request(i, profile.warp(ms / 1000 * args.time_scale), isl, osl, hashes)
+            for i, (ms, _, isl, osl, hashes) in enumerate(timed)]
 
 
 def make_predictor(name: str, profile: RateProfile) -> Predictor:
@@ -200,6 +214,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--start-s", type=float, default=0.0, help="slice of the trace: start (trace seconds)")
     p.add_argument("--duration-s", type=float, default=720.0, help="slice of the trace: length (trace seconds)")
     p.add_argument("--time-scale", type=float, default=1.0, help="arrival = trace time x this, then warped")
+    p.add_argument("--copies", type=int, default=1, help="overlay this many copies of the slice, each shifted by "
+                   "1/copies of its length and with prompts of its own: N times the load, for N times the budget")
     p.add_argument("--tokens-per-hash", type=int, default=TRACE_BLOCK, help="prompt tokens per trace hash id "
                    "(512: the trace's lengths; trace_replay.py's option, to predict a live run)")
     p.add_argument("--max-isl", type=int, default=65536, help="clamp prompts to this many tokens")
