@@ -86,9 +86,19 @@ class Rls:
         gain = [v / denom for v in px]
         err = y - self.predict(x)
         self.theta = [t + g * err for t, g in zip(self.theta, gain)]
-        # P = (P - gain px^T) / lam. Forgetting inflates the variance of a feature that stays 0 (no
-        # KV overflow yet) by 1/lam per update; capped, so its first non-zero sample cannot swing the fit.
-        new = [[(p[i][j] - gain[i] * px[j]) / lam for j in range(n)] for i in range(n)]
+        # P = (I - gain x^T) P (I - gain x^T)^T + lam gain gain^T, over lam: Joseph's form of the update
+        # P - gain px^T. Equal in exact arithmetic, but a sum of positive semi-definite terms, and kept
+        # symmetric, so rounding does not drive P indefinite. The textbook form did, on features of scales 1e-3 to 1e3 (a short
+        # prompt's attention term beside a long one's): after ~5,000 first tokens P had negative
+        # variances and the coefficients ran to -1e4, every prediction clamped to 0.
+        a = [[p[i][j] - gain[i] * px[j] for j in range(n)] for i in range(n)]  # (I - gain x^T) P
+        ax = [sum(a[i][j] * x[j] for j in range(n)) for i in range(n)]
+        new = [[(a[i][j] - ax[i] * gain[j] + lam * gain[i] * gain[j]) / lam for j in range(n)] for i in range(n)]
+        for i in range(n):
+            for j in range(i):
+                new[i][j] = new[j][i] = (new[i][j] + new[j][i]) / 2
+        # Forgetting inflates the variance of a feature that stays 0 (no KV overflow yet) by 1/lam per
+        # update; capped, so its first non-zero sample cannot swing the fit.
         for i in range(n):
             if new[i][i] > self._var_cap:
                 scale = (self._var_cap / new[i][i]) ** 0.5  # scale row and column i: stays positive definite

@@ -55,6 +55,24 @@ def test_a_feature_unseen_for_long_does_not_swing_the_fit_on_its_first_sample():
     assert abs(model.theta[2]) < 5  # about 0.5 with the cap; about 50 (the whole error on it) without
 
 
+def test_the_fit_stays_sound_over_many_first_tokens_of_mixed_lengths():
+    """Features at scales from 1e-3 to 1e3 (short prompts beside 60k-token ones): the textbook update
+    lost P's positive definiteness here after 5,700-6,400 updates and the coefficients ran to -1e4
+    (seen after ~5,000 first tokens of a 4x trace in the planner simulation)."""
+    rng = random.Random(0)
+    truth = (0.004, 0.027, 0.01, 0.0008, 0.0, 0.01)
+    model = Rls((0.005, 0.03, 0.0, 0.0, 0.0, 0.0), prior_var=1.0)
+    for _ in range(10_000):
+        prompt = int(rng.uniform(5000, 60000) if rng.random() < 0.11 else rng.uniform(50, 500))
+        uncached = prompt - int(prompt * rng.choice((0.0, 0.0, 0.5, 0.9)))
+        queued = rng.uniform(0, 20000) if rng.random() < 0.25 else 0.0
+        x = features(queued, uncached, prompt, rng.uniform(0, 0.3), rng.choice((0, 0, 1, 2)))
+        model.update(x, sum(t * v for t, v in zip(truth, x)) * rng.uniform(0.8, 1.25))
+    assert all(model._p[i][i] > 0 for i in range(6))
+    assert model.theta[1] == pytest.approx(0.027 * 1.025, rel=0.15)  # the noise's mean is 1.025
+    assert max(abs(t) for t in model.theta) < 0.1
+
+
 def test_seed_is_the_line_through_a_profile():
     seed = Seed.from_profile([(1000, 0.03), (2000, 0.05), (4000, 0.09)])
     assert (seed.base_s, seed.per_1k_tokens_s) == pytest.approx((0.01, 0.02))
