@@ -186,9 +186,10 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
 
 def runs(args: argparse.Namespace) -> list[Run]:
     out = []
-    for n in range(1, args.budget + 1):
+    sizes = sorted({int(n) for n in args.static_sizes.split(",")}) if args.static_sizes else range(1, args.budget + 1)
+    for n in sizes:
         out.append(Run(f"aggregated x{n}", "aggregated", 0, n))
-        for p in range(1, n):
+        for p in range(1, n) if args.static_splits else ():
             out.append(Run(f"disagg {p}P:{n - p}D", "disaggregated", p, n - p))
             out.append(Run(f"conditional {p}P:{n - p}D", "conditional", p, n - p))
     predictors = args.predictors.split(",")
@@ -234,6 +235,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-step", type=int, default=2)
     p.add_argument("--down-headroom", type=float, default=0.4)
     p.add_argument("--tail-s", type=float, default=120.0, help="simulate this long after the last arrival at most")
+    p.add_argument("--static-sizes", default="", help="static fleets of these sizes only, e.g. 8,16,24,32 "
+                   "(default: every size up to the budget)")
+    p.add_argument("--static-splits", action=argparse.BooleanOptionalAction, default=True, help="static "
+                   "disaggregated and conditional P/D fleets at every P:D split of each size (--no-static-splits: "
+                   "aggregated fleets only, for large budgets)")
     p.add_argument("--planners-only", action="store_true", help="skip the static sweep (for tuning; no verdict)")
     p.add_argument("--jobs", type=int, default=2, help="simulations run in parallel")
     p.add_argument("--from-json", type=Path, default=None, help="no simulation: render the tables, checks and "
@@ -289,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  static x{n:<3}" + "".join(f"{c:>22}" for c in cells))
         for line in checks:
             print("  " + line)
-        png = args.out.with_name(f"planner_sim_{RateProfile.parse(prof).kind}.png")
+        png = args.out.with_name(f"{args.out.stem}_{RateProfile.parse(prof).kind}.png")
         title = f"{described}; TTFT <= {args.ttft_ms:.0f} ms, ITL <= {args.itl_ms:.0f} ms; workers start in " \
                 f"{args.startup_s:.0f} s"
         plot([r for r in results if r["kind"] == "planner"], table, png, title)

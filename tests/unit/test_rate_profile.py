@@ -3,6 +3,7 @@ with the frontend's own disaggregation decision and the router's ttft cost (benc
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -99,3 +100,32 @@ def test_the_simulated_fleet_routes_with_the_routers_ttft_cost_and_teaches_its_m
     blocks.at(0.0, "arrival", sim.Request(2, 0.0, 256, 4, []))
     blocks.run_until(5)
     assert len(calls) == 2  # the blocks formula does not call it
+
+
+def test_the_simulated_ttft_router_breaks_ties_as_the_router_does_not_by_worker_id():
+    import collections
+
+    import planner_sim_fleet as sim
+
+    fleet = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8), router="ttft"), aggregated=4)
+    reqs = [sim.Request(i, 1.0 * i, 256, 2, [10_000 * i + j for j in range(16)]) for i in range(40)]
+    for r in reqs:  # one at a time on an idle fleet, nothing cached: every candidate costs the same
+        fleet.at(r.arrival, "arrival", r)
+    fleet.run_until(60)
+    per_worker = collections.Counter(r.worker.wid for r in reqs)
+    assert len(per_worker) == 4 and max(per_worker.values()) < 20  # ties to the lowest id sent all 40 to one
+
+
+def test_copies_overlay_the_slice_shifted_with_prompts_of_their_own(tmp_path):
+    import planner_sim
+
+    trace = tmp_path / "t.jsonl"
+    rows = [{"timestamp": t * 1000, "input_length": 1024, "output_length": 8, "hash_ids": [t, t + 1]} for t in range(10)]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    flat = RateProfile.parse("flat")
+    one = planner_sim.load_trace(planner_sim.parse(["--trace", str(trace), "--duration-s", "10"]), flat)
+    two = planner_sim.load_trace(planner_sim.parse(["--trace", str(trace), "--duration-s", "10", "--copies", "2"]), flat)
+    assert len(two) == 2 * len(one) and [r.arrival for r in two] == sorted(r.arrival for r in two)
+    assert {tuple(r.hashes) for r in one} < {tuple(r.hashes) for r in two}  # copy 0 keeps its prompts
+    assert len({tuple(r.hashes) for r in two}) == 20  # copy 1's are its own
+    assert sorted({r.arrival for r in two}) == [float(t) for t in range(10)]  # shifted by 5 s, wrapping round
