@@ -159,6 +159,8 @@ class PlannerSpec(Section):
     """SLO on inter-token latency."""
     max_step: Annotated[int, Field(ge=1)] = 1
     """Most workers added to or removed from a pool per decision."""
+    max_step_up: Annotated[int | None, Field(ge=1)] = None
+    """Most workers added to a pool per decision, if not max_step: a large fleet grows fast and shrinks slowly."""
     cooldown_s: Annotated[float, Field(ge=0)] = 60.0
     """After a pool scales up, its size is held this long (new workers start and absorb load)."""
     scale_down_after: Annotated[int, Field(ge=1)] = 3

@@ -106,6 +106,16 @@ def test_budget_and_minimums_are_honoured():
     assert d.replicas.prefill >= 2 and d.replicas.decode >= 1
 
 
+def test_growth_and_shrinking_have_their_own_step():
+    p, _ = planner(dataclasses.replace(BIG, max_step=1, max_step_up=4))
+    d = p.tick(obs(rate=100), Replicas(1, 1))
+    assert d.replicas == Replicas(5, 5) and "step limited to 4" in d.explain()
+    d = p.tick(Observation(traffic=Traffic(request_rate=0.0)), d.replicas)
+    assert d.replicas == Replicas(4, 4) and "step limited to 1" in d.explain()
+    same, _ = planner(dataclasses.replace(BIG, max_step=2))  # no max_step_up: max_step both ways
+    assert same.tick(obs(rate=100), Replicas(1, 1)).replicas == Replicas(3, 3)
+
+
 @pytest.mark.parametrize("traffic", [None, Traffic(request_rate=0.0)])
 def test_scales_down_to_minimum_when_idle_or_metrics_absent(traffic):
     limits = dataclasses.replace(BIG, max_step=1, scale_down_after=2)
