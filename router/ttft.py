@@ -88,9 +88,9 @@ class Rls:
         self.theta = [t + g * err for t, g in zip(self.theta, gain)]
         # P = (I - gain x^T) P (I - gain x^T)^T + lam gain gain^T, over lam: Joseph's form of the update
         # P - gain px^T. Equal in exact arithmetic, but a sum of positive semi-definite terms, and kept
-        # symmetric, so rounding does not drive P indefinite. The textbook form did, on features of scales 1e-3 to 1e3 (a short
-        # prompt's attention term beside a long one's): after ~5,000 first tokens P had negative
-        # variances and the coefficients ran to -1e4, every prediction clamped to 0.
+        # symmetric, so rounding does not drive P indefinite. The textbook form did, on features of
+        # scales 1e-3 to 1e3 (a short prompt's attention term beside a long one's): after ~5,000 first
+        # tokens P had negative variances and the coefficients ran to -1e4, every prediction clamped to 0.
         a = [[p[i][j] - gain[i] * px[j] for j in range(n)] for i in range(n)]  # (I - gain x^T) P
         ax = [sum(a[i][j] * x[j] for j in range(n)) for i in range(n)]
         new = [[(a[i][j] - ax[i] * gain[j] + lam * gain[i] * gain[j]) / lam for j in range(n)] for i in range(n)]
