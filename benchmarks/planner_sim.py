@@ -84,7 +84,7 @@ def load_trace(args: argparse.Namespace, profile: RateProfile) -> list[Request]:
     sharing no prefix, ``copies`` times its load, for a fleet ``copies`` times the size.
     """
     start_ms, end_ms = args.start_s * 1000, (args.start_s + args.duration_s) * 1000
-    copies = getattr(args, "copies", 1)
+    copies = args.copies
     rows = []
     with open(args.trace) as f:
         for line in f:

@@ -303,6 +303,12 @@ class Fleet:
         self.router.on_request_start(RequestId(str(req.rid)), decision)
         return next(c for c in candidates if str(c.wid) == decision.worker_id)
 
+    def _pick(self, costs: list[float], loads: list[LoadView]) -> int:
+        """The router's tie rule (`router.cost.pick_lowest`, as `CostPolicy`): the lowest cost, ties to the
+        less loaded, then at random."""
+        bs = self.config.sched.block_size
+        return pick_lowest(costs, lambda j: loads[j].prefill_tokens / bs + loads[j].decode_blocks, self._rng)
+
     def _blocks_pick(self, candidates: list[Worker], req: Request) -> Worker:
         """The router's blocks choice: Dynamo's formula (`router.cost.score_candidates`, overlap weight 1),
         ties to the less loaded, then at random (`router.cost.pick_lowest`, as `CostPolicy`)."""
@@ -311,8 +317,7 @@ class Fleet:
         overlaps = {str(c.wid): len(c.sched.pool.lookup_prefix(req.hashes)) for c in candidates}
         loads = [self._load(c) for c in candidates]
         scores = score_candidates(ids, overlaps, loads, req.isl, bs, 1.0)
-        i = pick_lowest([s.cost for s in scores], lambda j: loads[j].prefill_tokens / bs + loads[j].decode_blocks,
-                        self._rng)  # fmt: skip
+        i = self._pick([s.cost for s in scores], loads)
         return candidates[i]
 
     def _ttft_pick(self, candidates: list[Worker], req: Request) -> Worker:
@@ -324,8 +329,7 @@ class Fleet:
         scores = score_ttft(ids, overlaps, loads, [c.sched.pool.num_blocks for c in candidates],
                             [c.sched.pool.num_cached_blocks for c in candidates], req.isl, bs, self.ttft_model,
                             self.config.copy_weight, self.config.itl_target_s)
-        i = pick_lowest([s.cost for s in scores], lambda j: loads[j].prefill_tokens / bs + loads[j].decode_blocks,
-                        self._rng)  # fmt: skip
+        i = self._pick([s.cost for s in scores], loads)
         terms = scores[i].ttft
         assert terms is not None
         self.ttft_model.sent(str(req.rid), ids[i], terms.x, terms.kv_fill, self.now)
