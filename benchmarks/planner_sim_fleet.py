@@ -75,6 +75,7 @@ class Request:
     worker: Worker | None = None  # the routed (aggregated or decode) worker
     reason: Reason | None = None  # where prefill ran
     eligible: bool = False  # long and uncached enough for the prefill pool (if its queue had room)
+    queued_at: float | None = None  # put on the prefill queue (remote prefill)
     cached_tokens: int = 0  # prompt tokens the prefilling engine found cached
 
 
@@ -133,6 +134,7 @@ class Fleet:
         self._owner: dict[str, tuple[Request, bool]] = {}  # seq id -> (request, is_prefill)
         self._window: list[Request] = []  # finished since the last observe()
         self._arrivals: list[Request] = []  # arrived since the last observe()
+        self._prefilled: list[float] = []  # remote prefills done since the last observe(): queued to done, s
         self._last_observe = 0.0
         self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
         self.ttft_model = TtftModel(config.ttft_seed)
@@ -264,6 +266,7 @@ class Fleet:
         req.reason = decide(w.role, prefill_workers, uncached, len(self.queue), self.config.disagg)
         if req.reason is Reason.REMOTE:
             self.ttft_model.first_token(str(req.rid), self.now, measured=False)  # as the frontend: not learnt
+            req.queued_at = self.now
             self.queue.append(req)
             # Every idle slot of every prefill worker has a pull waiting; the least busy worker's is served first.
             for p in sorted(self.live(Role.PREFILL), key=lambda p: (self._in_hand(p), p.wid)):
@@ -419,6 +422,8 @@ class Fleet:
                 continue
             req, is_prefill = self._owner.pop(out.seq.request_id)
             if is_prefill:
+                assert req.queued_at is not None
+                self._prefilled.append(self.now - req.queued_at)
                 self._decode_after_prefill(req)
             else:
                 self._finish(req, out.seq)
@@ -446,23 +451,24 @@ class Fleet:
     # --- what the planner sees ---------------------------------------------------------------------
     def observe(self) -> Observation:
         """What the planner's observer reads: queue depth, decode load reports, and the frontend's metrics
-        over the interval (arrivals: rate, prompt lengths, remote share; finished: OSL, latencies, cache hits)."""
+        over the interval (arrivals: rate, prompt lengths, remote share; finished: OSL, latencies, cache hits;
+        remote prefills done: their time from the queue to the result)."""
         dt = max(1e-9, self.now - self._last_observe)
         window, self._window, self._last_observe = self._window, [], self.now
         arrived, self._arrivals = self._arrivals, []
+        prefilled, self._prefilled = self._prefilled, []
         traffic = None
         if arrived:
-            n = len(arrived)
+            n, prompt = len(arrived), sum(r.isl for r in window)
+            done = {} if not window else dict(
+                osl=sum(r.osl for r in window) / len(window),
+                ttft_s=sum(r.first_token_at - r.arrival for r in window) / len(window),  # type: ignore[operator]
+                itl_s=sum(r.itl_s for r in window) / len(window),  # type: ignore[misc]
+                cached_share=sum(r.cached_tokens for r in window) / prompt if prompt else None)
             traffic = Traffic(request_rate=n / dt, isl=sum(r.isl for r in arrived) / n,
                               isl_dist=tuple((float(r.isl), 1 / n) for r in arrived),
-                              remote_share=sum(r.eligible for r in arrived) / n)
-        if arrived and window:
-            prompt = sum(r.isl for r in window)
-            traffic = Traffic(request_rate=traffic.request_rate, isl=traffic.isl, isl_dist=traffic.isl_dist,  # type: ignore[union-attr]
-                              remote_share=traffic.remote_share, osl=sum(r.osl for r in window) / len(window),  # type: ignore[union-attr]
-                              ttft_s=sum(r.first_token_at - r.arrival for r in window) / len(window),  # type: ignore[operator]
-                              itl_s=sum(r.itl_s for r in window) / len(window),  # type: ignore[misc]
-                              cached_share=sum(r.cached_tokens for r in window) / prompt if prompt else None)
+                              remote_share=sum(r.eligible for r in arrived) / n,
+                              remote_prefill_s=_mean(prefilled), **done)
         decode = tuple(DecodeLoad(str(w.wid), w.sched.pool.usage, w.sched.num_waiting, w.sched.num_running)
                        for w in self.live(self.decode_role))
         prefill = self.live(Role.PREFILL)
@@ -473,3 +479,7 @@ class Fleet:
 
     def replica_seconds(self, until: float) -> float:
         return sum((w.stopped_at if w.stopped_at is not None else until) - w.requested_at for w in self.workers)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None

@@ -135,11 +135,44 @@ def predicted_ttft_s(profile: EngineProfile, w: Workload, rate: float, replicas:
     """Mean TTFT the model predicts over all requests (remote prefills queued on `replicas` prefill workers,
     local ones alone on their decode worker); None when the prefill pool is saturated."""
     remote_dist, local_dist = split(w)
-    es, es2, _, lone = prefill_moments(profile, remote_dist, w.cached_share, 1.0, ttft_target_s)
     local = prefill_moments(profile, local_dist, w.cached_share, 1.0, ttft_target_s)[3]
-    rho = rate * w.remote_share * es / replicas if replicas > 0 else math.inf
-    if es <= 0:
+    remote = predicted_remote_prefill_s(profile, w, rate, replicas, ttft_target_s)
+    if not remote_dist:
         return local
+    if remote is None:
+        return None
+    return w.remote_share * remote + (1 - w.remote_share) * local
+
+
+def predicted_remote_prefill_s(profile: EngineProfile, w: Workload, rate: float, replicas: int,
+                               ttft_target_s: float, correction: float = 1.0) -> float | None:
+    """Mean time of a remote prefill, queue wait included, at `rate` (all requests) on `replicas` prefill
+    workers, service times scaled by `correction`; None when the pool is saturated."""
+    es, es2, _, lone = prefill_moments(profile, split(w)[0], w.cached_share, correction, ttft_target_s)
+    if es <= 0:  # nothing to compute: every remote prompt cached
+        return lone
+    rho = rate * w.remote_share * es / replicas if replicas > 0 else math.inf
     if rho >= 1:
         return None
-    return w.remote_share * (lone + rho * (es2 / es) / (2 * (1 - rho))) + (1 - w.remote_share) * local
+    return lone + rho * (es2 / es) / (2 * (1 - rho))
+
+
+def fit_prefill_correction(profile: EngineProfile, w: Workload, rate: float, replicas: int, ttft_target_s: float,
+                           measured_s: float, lo: float, hi: float) -> float:
+    """The service-time scale in [lo, hi] at which the predicted remote prefill time is the measured one.
+
+    Not the ratio measured / predicted: near saturation the queue wait grows as 1 / (1 - rho), so a ratio
+    of times overstates (or understates) the error of the service times many times over. The prediction
+    grows with the scale, so bisection finds it; a measurement beyond either end gives that end."""
+    def predicted(c: float) -> float:
+        p = predicted_remote_prefill_s(profile, w, rate, replicas, ttft_target_s, c)
+        return math.inf if p is None else p
+
+    if predicted(lo) >= measured_s:
+        return lo
+    if predicted(hi) <= measured_s:
+        return hi
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if predicted(mid) < measured_s else (lo, mid)
+    return (lo + hi) / 2

@@ -2,13 +2,23 @@
 
 Every tick, from the frontend's traffic over the last interval:
 1. the request rate goes into a load predictor (planner/predict.py); the
-   lengths (the prompt-length distribution of the interval's requests, mean
-   output length, cached share, remote-prefill share) replace the last ones;
-2. corrections: observed over predicted TTFT and ITL, smoothed and clamped,
-   scale the profile's service times (they absorb what the profile misses: KV
-   transfer, routing, the interference of local prefills). The TTFT correction
-   is not updated while the prefill queue is backed up (more than one pending
-   job per replica): a backlog's wait is transient, not model error;
+   lengths (the prompt-length distribution, cached share and remote-prefill
+   share of the last `length_window_s`' requests, `LengthWindow`; the mean
+   output length, smoothed) replace the last ones;
+2. corrections scale the profile's service times (they absorb what the profile
+   misses: routing, batching, the interference of local prefills), smoothed
+   and clamped:
+   - prefill: the scale at which the queueing model predicts the remote
+     prefills' measured time (submit to result, from the frontend). Not the
+     ratio of measured to predicted: near saturation the wait grows as
+     1 / (1 - rho), and the ratio would then be many times the service
+     times' error. While the mean TTFT misses the target, observed over
+     predicted TTFT (Dynamo's correction), if larger: the SLO is being lost
+     now, whatever the cause. (Within the target, TTFT says little of the
+     prefill pool: it mixes in local prefills, the KV transfer and the
+     decode workers' queues.) Not updated while the prefill queue is backed
+     up (more pending jobs than replicas): a backlog's wait is transient;
+   - decode: observed over predicted ITL;
 3. sizing (planner/sizing.py) at two rates:
    - up: the rate predicted `startup_s` ahead (or the current one if higher):
      a worker asked for now serves only then;
@@ -23,11 +33,12 @@ to finite values >= 0.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 from planner.predict import KalmanPredictor, Predictor
 from planner.profile import EngineProfile
-from planner.sizing import Needs, Targets, Workload, needs, predicted_ttft_s
+from planner.sizing import Needs, Targets, Workload, fit_prefill_correction, needs, predicted_ttft_s
 from planner.types import Observation, Pool, Proposal, Replicas, Traffic
 
 
@@ -44,6 +55,7 @@ class SlaPolicyConfig:
     down_headroom: float = 0.2  # shrink only if the predicted peak over the next startup_s, + this share, fits
     prefill_pool: bool = True  # False: aggregated workers only; every prefill runs on the decode pool
     react_to_measured: bool = False  # scale up at once for a measured rate above the prediction (a burst's onset)
+    length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
 
 
 class SlaPolicy:
@@ -59,6 +71,7 @@ class SlaPolicy:
         self.rate = 0.0  # the last measured rate
         self._itl: float | None = None
         self._last_tick: float | None = None
+        self._lengths = LengthWindow(config.length_window_s)
         self._targets = Targets(config.ttft_target_s, config.itl_target_s, config.max_utilization, config.kv_headroom)
 
     def propose(self, obs: Observation, current: Replicas, now: float) -> dict[Pool, Proposal]:
@@ -72,7 +85,7 @@ class SlaPolicy:
             idle = Proposal(0, "no traffic")
             return {Pool.PREFILL: idle, Pool.DECODE: idle}
         assert t is not None
-        self._remember(t, current)
+        self._remember(t, now, dt)
         if self.workload is None:
             keep = "lengths not measured yet"
             return {Pool.PREFILL: Proposal(current.prefill, keep), Pool.DECODE: Proposal(current.decode, keep)}
@@ -95,18 +108,21 @@ class SlaPolicy:
         return needs(self.profile, self.workload, rate, self._targets, self.prefill_correction,
                      self.decode_correction, self._itl)
 
-    def _remember(self, t: Traffic, current: Replicas) -> None:
+    def _remember(self, t: Traffic, now: float, dt: float | None) -> None:
         a, old = self.config.smoothing, self.workload
         if t.itl_s is not None:
             self._itl = t.itl_s if self._itl is None else a * t.itl_s + (1 - a) * self._itl
-        dist = t.isl_dist or (((t.isl, 1.0),) if t.isl is not None else old.isl_dist if old else ())
+        dist = t.isl_dist or (((t.isl, 1.0),) if t.isl is not None else ())
+        if dist:
+            self._lengths.add(now, t.request_rate * dt if dt else 1.0, dist, t.cached_share, t.remote_share)
+        dist, cached, remote = self._lengths.merged(now)
         osl = t.osl if t.osl is not None else old.osl if old else None
         if not dist or osl is None:
             return
         if old is not None:  # the output length is a mean over few requests: smooth it
             osl = a * osl + (1 - a) * old.osl
-        cached = t.cached_share if t.cached_share is not None else old.cached_share if old else 0.0
-        remote = t.remote_share if t.remote_share is not None else old.remote_share if old else 1.0
+        cached = cached if cached is not None else 0.0
+        remote = remote if remote is not None else 1.0
         if not self.config.prefill_pool:
             remote = 0.0
         self.workload = Workload(dist, osl, min(max(cached, 0.0), 1.0), min(max(remote, 0.0), 1.0))
@@ -118,11 +134,19 @@ class SlaPolicy:
 
     def _correct(self, obs: Observation, t: Traffic, current: Replicas) -> None:
         assert self.workload is not None
-        backlog = (obs.prefill_queue or 0) > current.prefill  # TTFT then measures the backlog, not the model
-        if t.ttft_s is not None and current.prefill > 0 and self.config.prefill_pool and not backlog:
-            predicted = self.predicted_ttft_s(t.request_rate, current.prefill)
-            if predicted:
-                self.prefill_correction = self._blend(self.prefill_correction, t.ttft_s / predicted)
+        c = self.config
+        backlog = (obs.prefill_queue or 0) > current.prefill  # the wait then measures the backlog, not the model
+        if current.prefill > 0 and c.prefill_pool and not backlog:
+            samples = []
+            if t.remote_prefill_s is not None:
+                samples.append(fit_prefill_correction(self.profile, self.workload, t.request_rate, current.prefill,
+                               c.ttft_target_s, t.remote_prefill_s, c.correction_min, c.correction_max))
+            if t.ttft_s is not None and t.ttft_s > c.ttft_target_s:
+                predicted = self.predicted_ttft_s(t.request_rate, current.prefill)
+                if predicted:
+                    samples.append(t.ttft_s / predicted)
+            if samples:
+                self.prefill_correction = self._blend(self.prefill_correction, max(samples))
         running = [w.running for w in obs.decode if w.running > 0]
         if t.itl_s is not None and running:
             w = self.workload
@@ -143,3 +167,33 @@ def _plan(n: int, up: float, keep: float, why: str) -> Proposal:
     if want_keep < n:
         return Proposal(max(want_keep, want_up), f"{why}; the peak ahead + headroom fits {want_keep}")
     return Proposal(n, f"{why}; {n} kept for the peak ahead ({keep:.2f} with headroom)")
+
+
+class LengthWindow:
+    """The prompt-length distribution (and the cached and remote shares) of the requests of the last
+    `window_s` seconds: each interval's, weighted by its request count. One interval of a heavy-tailed
+    length distribution holds too few requests: at 2 requests/s, ten seconds' mean prompt swings 4x."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._entries: deque[tuple[float, float, tuple[tuple[float, float], ...], float | None, float | None]] = deque()
+
+    def add(self, now: float, count: float, dist: tuple[tuple[float, float], ...], cached: float | None,
+            remote: float | None) -> None:
+        if count > 0 and math.isfinite(count):
+            self._entries.append((now, count, dist, cached, remote))
+
+    def merged(self, now: float) -> tuple[tuple[tuple[float, float], ...], float | None, float | None]:
+        """(distribution, cached share, remote share) over the window; the newest interval is always in."""
+        while len(self._entries) > 1 and self._entries[0][0] <= now - self.window_s:
+            self._entries.popleft()
+        total = sum(n for _, n, *_ in self._entries)
+        dist = tuple((x, share * n / total) for _, n, d, _, _ in self._entries for x, share in d) if total else ()
+        return dist, _weighted([(n, c) for _, n, _, c, _ in self._entries]), \
+            _weighted([(n, r) for _, n, _, _, r in self._entries])
+
+
+def _weighted(pairs: list[tuple[float, float | None]]) -> float | None:
+    known = [(n, v) for n, v in pairs if v is not None and math.isfinite(v)]
+    total = sum(n for n, _ in known)
+    return sum(n * v for n, v in known) / total if total else None

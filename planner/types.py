@@ -51,6 +51,7 @@ class Traffic:
     isl_dist: tuple[tuple[float, float], ...] = ()  # (prompt tokens, share of requests), shares sum to 1; () unknown
     cached_share: float | None = None  # prompt tokens found cached / prompt tokens
     remote_share: float | None = None  # requests whose prefill goes to the prefill pool (when it has room) / requests
+    remote_prefill_s: float | None = None  # mean time of a remote prefill, submitted to result (queue wait + prefill)
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,6 +191,8 @@ class PlannerSpec(Section):
     """sla policy: a pool shrinks only if the highest rate predicted over the next worker_startup_s, plus this share, fits one worker fewer."""
     react_to_measured: bool = False
     """sla policy: also scale up at once when the measured rate exceeds the prediction (a burst's onset; noisier)."""
+    length_window_s: Annotated[float, Field(ge=0)] = 60.0
+    """sla policy: size from the prompt lengths (and cached and remote shares) of the requests of the last this many seconds; 0: the last interval's only."""
     profile: str | None = None
     """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
     metrics_port: Port = 0

@@ -3,9 +3,10 @@
 Counters are turned into rates and means by differencing two scrapes: the
 request rate from arrivals (finished requests plus the change in those in
 flight, so that it does not lag a backlog), ISL and OSL from token counters per
-finished request, TTFT and ITL from their histograms' sum and count. Several
-frontend processes (`frontend.processes`) are scraped each at its own metrics
-port and their samples summed, as one frontend.
+finished request, TTFT, ITL and the remote prefills' time (submit to result)
+from their histograms' sum and count. Several frontend processes
+(`frontend.processes`) are scraped each at its own metrics port and their
+samples summed, as one frontend.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class FrontendMetricNames:
     isl_bucket: str = P + "input_sequence_tokens_bucket"  # by `le`: the prompt-length distribution
     isl_sum: str = P + "input_sequence_tokens_sum"
     disagg: str = P + "disaggregation_decisions_total"  # by `reason`: where prefill ran
+    remote_prefill_sum: str = P + "prefill_queue_seconds_sum"  # remote prefills, submit to result
+    remote_prefill_count: str = P + "prefill_queue_seconds_count"
 
 
 REMOTE_ELIGIBLE = ("remote", "queue_full", "prefill_failed")
@@ -99,7 +102,7 @@ def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
 
     requests = delta(names.requests)
     arrived = max(0.0, requests + now[names.in_flight] - prev[names.in_flight])
-    ttft_n, itl_n = delta(names.ttft_count), delta(names.itl_count)
+    ttft_n, itl_n, remote_n = delta(names.ttft_count), delta(names.itl_count), delta(names.remote_prefill_count)
     decided = delta(names.disagg)
     eligible = sum(max(0.0, now.get(f"{names.disagg}|{r}", 0.0) - prev.get(f"{names.disagg}|{r}", 0.0))
                    for r in REMOTE_ELIGIBLE)
@@ -113,6 +116,7 @@ def traffic(prev: dict[str, float], now: dict[str, float], dt: float,
         isl_dist=isl_distribution(prev, now, names),
         cached_share=min(1.0, delta(names.cached_tokens) / prompt) if prompt else None,
         remote_share=eligible / decided if decided else None,
+        remote_prefill_s=delta(names.remote_prefill_sum) / remote_n if remote_n else None,
     )
 
 

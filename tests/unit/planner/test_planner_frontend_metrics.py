@@ -1,4 +1,5 @@
-"""Traffic from two scrapes of the frontend's /metrics: the prompt-length distribution, cached and remote shares."""
+"""Traffic from two scrapes of the frontend's /metrics: the prompt-length distribution, cached and remote shares,
+the remote prefills' time."""
 
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ def test_distribution_and_shares_over_the_interval():
     m.cached_tokens.labels("m").inc(2060)
     m.disagg.labels("m", "short_prompt").inc(2)
     m.disagg.labels("m", "queue_full").inc(1)
+    for took in (0.5, 1.5):
+        m.queue_wait.labels("m").observe(took)
     t = traffic(before, totals(generate_latest(reg).decode(), "m"), 10.0)
     assert sum(s for _, s in t.isl_dist) == pytest.approx(1.0)
     assert sum(x * s for x, s in t.isl_dist) == pytest.approx(20600 / 3)  # the mean is the histogram's own
     assert [round(s, 3) for _, s in t.isl_dist] == [0.667, 0.333]
     assert t.cached_share == pytest.approx(0.1) and t.remote_share == pytest.approx(1 / 3)
+    assert t.remote_prefill_s == pytest.approx(1.0)  # what the prefill pool's correction is fitted to
 
 
 async def test_several_frontend_processes_are_scraped_and_summed_as_one_frontend():

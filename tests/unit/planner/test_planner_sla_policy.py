@@ -12,6 +12,8 @@ from planner import (
     DecodeLoad, EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig,
     Traffic, VirtualClock,
 )  # fmt: skip
+from planner.sizing import predicted_remote_prefill_s
+from planner.sla_policy import LengthWindow
 
 PROFILE = EngineProfile.load()
 CONFIG = SlaPolicyConfig(ttft_target_s=1.0, itl_target_s=0.03)
@@ -20,9 +22,10 @@ BIG = Limits(prefill=PoolLimits(1, 16), decode=PoolLimits(1, 16), max_total=32, 
 
 
 def obs(rate: float, isl: float = 4096, osl: float = 200, ttft: float | None = None, itl: float | None = None,
-        running: int = 8, workers: int = 1) -> Observation:
+        running: int = 8, workers: int = 1, remote_prefill: float | None = None) -> Observation:
     return Observation(prefill_queue=0, decode=tuple(DecodeLoad(f"d{i}", 0.3, 0, running) for i in range(workers)),
-                       traffic=Traffic(request_rate=rate, isl=isl, osl=osl, ttft_s=ttft, itl_s=itl))
+                       traffic=Traffic(request_rate=rate, isl=isl, osl=osl, ttft_s=ttft, itl_s=itl,
+                                       remote_prefill_s=remote_prefill))
 
 
 def planner(limits: Limits = BIG, config: SlaPolicyConfig = CONFIG) -> tuple[Planner, VirtualClock]:
@@ -67,20 +70,99 @@ def test_tighter_ttft_target_needs_more_prefill():
     assert tight.tick(o, Replicas(1, 1)).prefill.proposed > loose.tick(o, Replicas(1, 1)).prefill.proposed
 
 
+def _remote_prefill_s(policy: SlaPolicy, rate: float, replicas: int, correction: float = 1.0) -> float:
+    assert policy.workload is not None
+    t = predicted_remote_prefill_s(PROFILE, policy.workload, rate, replicas, CONFIG.ttft_target_s, correction)
+    assert t is not None
+    return t
+
+
 def test_correction_factor_from_observed_latency():
     p, clock = planner()
-    base = p.tick(obs(rate=10), Replicas(2, 2)).replicas
+    base = p.tick(obs(rate=14), Replicas(2, 2)).replicas
     policy = p.policy
     assert isinstance(policy, SlaPolicy)
-    predicted_ttft = policy.predicted_ttft_s(10, base.prefill)
-    assert predicted_ttft is not None
-    for _ in range(5):  # latency observed at twice the prediction
+    observed = 2 * _remote_prefill_s(policy, 14, base.prefill)
+    for _ in range(10):  # remote prefills observed at twice the prediction
         clock.advance(10)
-        last = p.tick(obs(rate=10, ttft=2 * predicted_ttft, itl=0.05, running=8), base)
-    assert policy.prefill_correction > 1.5
+        last = p.tick(obs(rate=14, remote_prefill=observed, itl=0.05, running=8), base)
+    assert policy.prefill_correction > 1.05
+    assert _remote_prefill_s(policy, 14, base.prefill, policy.prefill_correction) == pytest.approx(observed, rel=0.05)
     assert policy.decode_correction > 1.0
     assert last.prefill.target > base.prefill
     assert "corr" in last.prefill.reason
+
+
+def test_correction_is_the_service_time_scale_that_explains_the_wait_not_the_ratio_of_times():
+    """Near saturation the queue wait grows as 1 / (1 - rho): a remote prefill twice as slow as predicted
+    there means service times a little longer, not twice as long; on an idle pool, about twice as long.
+    (The ratio of times gave 2 in both, and pinned the correction at a bound on a busy pool.)"""
+    def fitted(rate: float) -> float:
+        p, clock = planner()
+        policy = p.policy
+        assert isinstance(policy, SlaPolicy)
+        p.tick(obs(rate=rate), Replicas(1, 1))
+        observed = 2 * _remote_prefill_s(policy, rate, 1)
+        for _ in range(20):
+            clock.advance(10)
+            p.tick(obs(rate=rate, remote_prefill=observed), Replicas(1, 1))
+        assert _remote_prefill_s(policy, rate, 1, policy.prefill_correction) == pytest.approx(observed, rel=0.05)
+        return policy.prefill_correction
+
+    assert 0.8 < 7 * 4096 / PROFILE.prefill_throughput_tps(4096) < 1  # one prefill worker at 7 req/s: busy
+    assert 1.0 < fitted(7.0) < 1.2
+    assert fitted(0.5) > 1.8
+
+
+def test_ttft_corrects_the_prefill_pool_only_while_it_misses_the_target():
+    """The frontend's TTFT mixes local prefills, the KV transfer and the decode workers' queues, so it is not
+    the prefill pool's model error while the SLO holds; once its mean misses the target, its ratio to the
+    prediction (as Dynamo's planner takes it) raises the correction."""
+    p, clock = planner()
+    policy = p.policy
+    assert isinstance(policy, SlaPolicy)
+    p.tick(obs(rate=10), Replicas(2, 2))
+    predicted = policy.predicted_ttft_s(10, 2)
+    assert predicted is not None and 2.5 * predicted < CONFIG.ttft_target_s
+    for _ in range(5):
+        clock.advance(10)
+        p.tick(obs(rate=10, ttft=2.5 * predicted), Replicas(2, 2))
+    assert policy.prefill_correction == 1.0
+    for _ in range(5):
+        clock.advance(10)
+        p.tick(obs(rate=10, ttft=2 * CONFIG.ttft_target_s), Replicas(2, 2))
+    assert policy.prefill_correction > 2.0
+
+
+def test_prompt_lengths_are_weighed_over_the_window_by_request_count():
+    w = LengthWindow(60.0)
+    w.add(0.0, 10, ((1000.0, 1.0),), 0.0, 0.5)
+    w.add(10.0, 30, ((100.0, 0.5), (9000.0, 0.5)), 0.4, None)
+    dist, cached, remote = w.merged(10.0)
+    assert sorted(dist) == [(100.0, 0.375), (1000.0, 0.25), (9000.0, 0.375)]
+    assert cached == pytest.approx(0.3) and remote == 0.5  # an unknown share is left out, not taken as 0
+    w.add(65.0, 5, ((50.0, 1.0),), None, None)
+    assert w.merged(65.0)[0] == ((100.0, 0.5 * 30 / 35), (9000.0, 0.5 * 30 / 35), (50.0, 5 / 35))  # t=0 left
+    assert w.merged(200.0)[0] == ((50.0, 1.0),)  # the newest interval stays, however old
+
+
+def test_a_heavy_tailed_mix_sizes_steadily_over_the_window():
+    """Ten seconds of 3 requests/s hold too few prompts of a heavy-tailed mix: sized from each interval
+    alone, the prefill pool swings with the draw; over the window, much less."""
+    def proposals(window_s: float) -> list[int]:
+        config = dataclasses.replace(CONFIG, length_window_s=window_s, ttft_target_s=2.0)
+        p = Planner(SlaPolicy(config, PROFILE), BIG, clock := VirtualClock())
+        rng, out = random.Random(5), []
+        for _ in range(60):
+            clock.advance(10)
+            isl = tuple((float(rng.choice([256, 1024, 4096, 32768])), 1 / 30) for _ in range(30))
+            d = p.tick(Observation(prefill_queue=0, traffic=Traffic(request_rate=3.0, osl=200, isl_dist=isl)),
+                       Replicas(4, 4))
+            out.append(d.prefill.proposed)
+        return out[10:]
+
+    alone, windowed = proposals(0.0), proposals(60.0)
+    assert max(windowed) - min(windowed) < max(alone) - min(alone)
 
 
 def test_no_flapping_on_a_noisy_steady_load():
