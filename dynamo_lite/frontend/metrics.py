@@ -63,7 +63,8 @@ class FrontendMetrics:
         self.queue_depth = Gauge(P + "prefill_queue_depth", "Prefill jobs waiting, as last read for a decision",
                                  ["model"], registry=r)
         self.queue_wait = Histogram(P + "prefill_queue_seconds", "Remote prefill: submit to result (queue wait "
-                                    "plus prefill)", ["model"], buckets=_LATENCY, registry=r)  # fmt: skip
+                                    "plus prefill); the SLA planner fits its prefill correction to it", ["model"],
+                                    buckets=_LATENCY, registry=r)  # fmt: skip
         self.migrations = Counter(P + "migrations", "Requests resent to another worker after a failure",
                                   ["model", "reason"], registry=r)
         self.workers = Gauge(P + "workers", "Live workers seen in discovery", ["model", "role"], registry=r)
