@@ -128,7 +128,8 @@ class SlaPolicy:
         self.workload = Workload(dist, osl, min(max(cached, 0.0), 1.0), min(max(remote, 0.0), 1.0))
 
     def predicted_ttft_s(self, rate: float, replicas: int) -> float | None:
-        """Mean TTFT of remote prefills at `rate` on `replicas` prefill workers (None: saturated)."""
+        """Mean TTFT the model predicts at `rate` on `replicas` prefill workers, over remote and local
+        prefills (None: the prefill pool saturated)."""
         assert self.workload is not None
         return predicted_ttft_s(self.profile, self.workload, rate, replicas, self.config.ttft_target_s)
 
