@@ -136,9 +136,9 @@ def predicted_ttft_s(profile: EngineProfile, w: Workload, rate: float, replicas:
     local ones alone on their decode worker); None when the prefill pool is saturated."""
     remote_dist, local_dist = split(w)
     local = prefill_moments(profile, local_dist, w.cached_share, 1.0, ttft_target_s)[3]
-    remote = predicted_remote_prefill_s(profile, w, rate, replicas, ttft_target_s)
     if not remote_dist:
         return local
+    remote = predicted_remote_prefill_s(profile, w, rate, replicas, ttft_target_s)
     if remote is None:
         return None
     return w.remote_share * remote + (1 - w.remote_share) * local
