@@ -94,6 +94,7 @@ async def burst(url: str, batch: list[list[int]]) -> list[Answer]:
         return await asyncio.gather(*(ask(http, url, p) for p in batch))
 
 
+@pytest.mark.usefixtures("steady_client_clock")
 def test_a_burst_beyond_capacity_gets_early_429s_and_the_admitted_meet_the_target(fleet: Fleet) -> None:
     engine = fleet.records()["a0"].engine_url
     served_before = metric(engine, "vllm:request_success_total")

@@ -52,6 +52,7 @@ async def first_token_s(http: aiohttp.ClientSession, url: str, prompt: list[int]
     return first
 
 
+@pytest.mark.usefixtures("steady_client_clock")
 async def test_the_learnt_ttft_ends_within_10_percent_of_a_mock_engine_of_known_speed(tmp_path: Path):
     args = MockEngineArgs(model="mock", port=free_port(), timing="dynamo", speedup_ratio=1.0, num_gpu_blocks=65536,
                           enable_prefix_caching=False)  # fmt: skip
