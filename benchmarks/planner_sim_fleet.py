@@ -32,7 +32,8 @@ cluster does, in the frontend's order:
 - scaling: a new worker serves after `startup_s`; a removed worker takes no new
   work, finishes what it has (drain), then stops. Replica-seconds count from a
   worker's start request to its stop.
-`Fleet.observe()` builds the planner's `Observation`; `Fleet.scale()` applies a decision.
+`Fleet.observe()` builds the planner's `Observation`; `Fleet.scale()` applies a decision. The routers'
+choices are in sim_routing.py.
 """
 
 from __future__ import annotations
@@ -40,21 +41,17 @@ from __future__ import annotations
 import gc
 import heapq
 import itertools
-import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from benchmarks.fleet_oracle import marginal_ttft, predicted_ttft
+from benchmarks.sim_routing import SimRouting
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan
 from dynamo_lite.engines.mock.sequence import RemoteKv, Sequence
 from dynamo_lite.engines.mock.timing import RooflineTiming, TimingModel
 from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide, decide_before_queue
 from dynamo_lite.protocol import Role
 from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
-from router import Router, RouterConfig, RouterMode
-from router.cost import pick_lowest, score_candidates, score_ttft
-from router.load import LoadView
-from router.ttft import Seed, TtftModel
+from router.ttft import Seed
 from router.types import KvEventBatch, LoadReport, RequestId, WorkerId
 
 TRACE_BLOCK = 512  # tokens per Mooncake hash id
@@ -137,16 +134,12 @@ class Fleet:
         self._prefilled: list[float] = []  # remote prefills done since the last observe(): queued to done, s
         self._last_observe = 0.0
         self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
-        self.ttft_model = TtftModel(config.ttft_seed)
-        self._rng = random.Random(0)  # ties, in both modes
-        self.router: Router | None = None
-        if config.router_view:  # its index from the engines' KV events, its load from its own requests and reports
+        self.routing = SimRouting(config, lambda: self.now)
+        self.ttft_model = self.routing.ttft_model  # the exact view's ttft model, which the fleet teaches
+        self.router = self.routing.router  # router_view: the `Router`, which the fleet tells what a live one hears
+        if self.router is not None:
             if prefill or decode:
                 raise ValueError("router_view simulates an aggregated fleet (no remote prefill path)")
-            self.router = Router(RouterConfig(block_size=config.sched.block_size, mode=RouterMode(config.router),
-                                              copy_weight=config.copy_weight, itl_target_s=config.itl_target_s,
-                                              ttft_seed=config.ttft_seed),
-                                 clock=lambda: self.now, rng=random.Random(0))  # fmt: skip
             self._event_seq: dict[int, itertools.count[int]] = {}  # per worker, as each engine numbers its batches
             self.at(config.load_interval_s, "load_report")
         for role, n in ((Role.PREFILL, prefill), (Role.DECODE, decode), (Role.AGGREGATED, aggregated)):
@@ -251,15 +244,7 @@ class Fleet:
         if not candidates:  # nothing serving: wait for the first worker to come up
             self.at(self.now + 1.0, "retry_route", req)
             return
-        if self.router is not None:
-            w = self._router_pick(candidates, req)
-        elif self.config.router == "ttft":
-            w = self._ttft_pick(candidates, req)
-        elif self.config.router == "oracle":
-            w = self._oracle_pick(candidates, req)
-        else:
-            w = self._blocks_pick(candidates, req)
-        req.worker = w
+        w = req.worker = self.routing.pick(candidates, req)
         uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
         prefill_workers = len(self.live(Role.PREFILL))
         req.eligible = decide_before_queue(w.role, prefill_workers, uncached, self.config.disagg) is None
@@ -294,86 +279,6 @@ class Fleet:
             seq.for_remote_decode = True
             self._submit(w, seq, req, is_prefill=True)
 
-    def _cost(self, w: Worker, req: Request) -> int:
-        hits = len(w.sched.pool.lookup_prefix(req.hashes))
-        waiting = sum(len(s.prompt) for s in w.sched.waiting) // self.config.sched.block_size
-        return (len(req.hashes) - hits) + w.sched.pool.num_used_blocks + waiting
-
-    def _router_pick(self, candidates: list[Worker], req: Request) -> Worker:
-        """The `Router`'s own decision on what it has been told (router_view), committed as the frontend does."""
-        assert self.router is not None and req.tokens is not None, "router_view needs each request's tokens"
-        decision = self.router.route(req.tokens, [WorkerId(str(c.wid)) for c in candidates])
-        self.router.on_request_start(RequestId(str(req.rid)), decision)
-        return next(c for c in candidates if str(c.wid) == decision.worker_id)
-
-    def _pick(self, costs: list[float], loads: list[LoadView]) -> int:
-        """The router's tie rule (`router.cost.pick_lowest`, as `CostPolicy`): the lowest cost, ties to the
-        less loaded, then at random."""
-        bs = self.config.sched.block_size
-        return pick_lowest(costs, lambda j: loads[j].prefill_tokens / bs + loads[j].decode_blocks, self._rng)
-
-    def _blocks_pick(self, candidates: list[Worker], req: Request) -> Worker:
-        """The router's blocks choice: Dynamo's formula (`router.cost.score_candidates`, overlap weight 1),
-        ties to the less loaded, then at random (`router.cost.pick_lowest`, as `CostPolicy`)."""
-        bs = self.config.sched.block_size
-        ids = [str(c.wid) for c in candidates]
-        overlaps = {str(c.wid): len(c.sched.pool.lookup_prefix(req.hashes)) for c in candidates}
-        loads = [self._load(c) for c in candidates]
-        scores = score_candidates(ids, overlaps, loads, req.isl, bs, 1.0)
-        i = self._pick([s.cost for s in scores], loads)
-        return candidates[i]
-
-    def _ttft_pick(self, candidates: list[Worker], req: Request) -> Worker:
-        """The router's ttft choice: lowest predicted TTFT + copy price (+ the ITL guard's penalty)."""
-        bs = self.config.sched.block_size
-        ids = [str(c.wid) for c in candidates]
-        overlaps = {str(c.wid): len(c.sched.pool.lookup_prefix(req.hashes)) for c in candidates}
-        loads = [self._load(c) for c in candidates]
-        scores = score_ttft(ids, overlaps, loads, [c.sched.pool.num_blocks for c in candidates],
-                            [c.sched.pool.num_cached_blocks for c in candidates], req.isl, bs, self.ttft_model,
-                            self.config.copy_weight, self.config.itl_target_s)
-        i = self._pick([s.cost for s in scores], loads)
-        terms = scores[i].ttft
-        assert terms is not None
-        self.ttft_model.sent(str(req.rid), ids[i], terms.x, terms.kv_fill, self.now)
-        return candidates[i]
-
-    def _oracle_pick(self, candidates: list[Worker], req: Request) -> Worker:
-        """The least TTFT from playing each candidate's passes forward (`fleet_oracle`), plus a copy price
-        as the ttft mode's: ``oracle_copy_weight`` x the cache's fill x what the blocks another candidate
-        holds would save here."""
-        bs = self.config.sched.block_size
-        cached = {c.wid: len(c.sched.pool.lookup_prefix(req.hashes[: (req.isl - 1) // bs])) * bs for c in candidates}
-        best = max(cached.values())
-        weight = self.config.oracle_copy_weight
-
-        def cost(c: Worker) -> float:
-            ttft = self.oracle_ttft(c, req)
-            if weight and cached[c.wid] < best:
-                fill = min(1.0, c.sched.pool.num_cached_blocks / c.sched.pool.num_blocks)
-                ttft += weight * fill * (ttft - self.oracle_ttft(c, req, best))
-            return ttft
-
-        return min(candidates, key=lambda c: (cost(c), c.wid))
-
-    def oracle_ttft(self, w: Worker, req: Request, cached_tokens: int | None = None) -> float:
-        """`fleet_oracle.predicted_ttft` of ``req`` on ``w`` now (with ``cached_tokens`` cached there, if
-        given); without `oracle_knows_phase`, the pass in progress is taken as half done."""
-        ends = w.plan_ends_at
-        if w.plan is not None and not self.config.oracle_knows_phase:
-            ends = self.now + (w.plan_ends_at - w.plan_started_at) / 2
-        play = marginal_ttft if self.config.oracle_marginal else predicted_ttft
-        return play(w.sched, w.plan, ends, self.now, req.hashes, req.isl, cached_tokens, self.config.timing,
-                    self.config.speedup)
-
-    def _load(self, w: Worker) -> LoadView:
-        """What a worker's load report and the router's in-flight count would say: prompt tokens not computed
-        yet (a waiting prompt's cached prefix included: it is found only on admission), KV blocks in use,
-        requests in hand, and those still prefilling."""
-        todo = [len(q.prompt) - q.num_computed for q in (*w.sched.waiting, *w.sched.running)
-                if q.remote_kv is None and q.num_computed < len(q.prompt)]
-        return LoadView(float(sum(todo)), float(w.sched.pool.num_used_blocks), self._in_hand(w), float(len(todo)))
-
     def _decode_after_prefill(self, req: Request) -> None:
         w = req.worker
         if w is None or not w.serving:  # the routed worker left while prefill ran: the frontend migrates
@@ -382,7 +287,7 @@ class Fleet:
                 self.at(self.now + 1.0, "retry_decode", req)
                 return
             self.migrations += 1
-            w = req.worker = min(candidates, key=lambda c: (self._cost(c, req), c.wid))
+            w = req.worker = self.routing.migrate_to(candidates, req)
         seq = self._seq(req, req.osl)
         seq.remote_kv = RemoteKv(num_tokens=req.isl, engine_id="prefill")
         self._submit(w, seq, req, is_prefill=False)

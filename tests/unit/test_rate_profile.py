@@ -78,15 +78,16 @@ def test_the_simulated_fleet_calls_the_frontends_decision(monkeypatch):
 
 def test_the_simulated_fleet_routes_with_the_routers_ttft_cost_and_teaches_its_model(monkeypatch):
     import planner_sim_fleet as sim
+    from benchmarks import sim_routing
 
     calls = []
-    real = sim.score_ttft
+    real = sim_routing.score_ttft
 
     def spy(*a, **k):  # the router's own cost, not a copy of it
         calls.append(a)
         return real(*a, **k)
 
-    monkeypatch.setattr(sim, "score_ttft", spy)
+    monkeypatch.setattr(sim_routing, "score_ttft", spy)
     fleet = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8), router="ttft"), aggregated=2)
     busy = sim.Request(0, 0.0, 8192, 4, list(range(512)))  # a long prefill on one worker ...
     short = sim.Request(1, 0.001, 256, 4, [1000 + i for i in range(16)])  # ... so the next goes to the other
