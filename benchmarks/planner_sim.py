@@ -121,7 +121,7 @@ def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Pl
         config = SlaPolicyConfig(ttft_target_s=args.ttft_ms / 1000, itl_target_s=args.itl_ms / 1000,
                                  startup_s=args.startup_s, down_headroom=args.down_headroom,
                                  prefill_pool=not run.aggregated, react_to_measured=True,
-                                 length_window_s=args.length_window_s)
+                                 length_window_s=args.length_window_s, spare_replicas=args.spare_replicas)
         policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile))
         return Planner(policy, limits, VirtualClock())
     limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, max_step=args.max_step,
@@ -239,6 +239,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--down-headroom", type=float, default=0.4)
     p.add_argument("--length-window-s", type=float, default=60.0,
                    help="SLA planner: prompt lengths over the requests of this long (0: the last interval's)")
+    p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
+                   "needs any (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
     p.add_argument("--tail-s", type=float, default=120.0, help="simulate this long after the last arrival at most")
     p.add_argument("--static-sizes", default="", help="static fleets of these sizes only, e.g. 8,16,24,32 "
                    "(default: every size up to the budget)")

@@ -24,6 +24,10 @@ Every tick, from the frontend's traffic over the last interval:
      a worker asked for now serves only then;
    - keep: the highest rate predicted over the next `startup_s`, plus
      `down_headroom`: a worker removed now cannot be back sooner.
+   Each pool that needs any worker gets `spare_replicas` more at both rates
+   (N+1): the queueing model sizes for the mean TTFT, and a small pool sized
+   so misses when two long prompts come together, which a larger share of
+   headroom would not fix in a trough of one or two workers.
    A pool grows to `up`; it shrinks only to what `keep` still fits.
 No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
 their minimums. Nothing here can become NaN: rates and predictions are clamped
@@ -56,6 +60,7 @@ class SlaPolicyConfig:
     prefill_pool: bool = True  # False: aggregated workers only; every prefill runs on the decode pool
     react_to_measured: bool = False  # scale up at once for a measured rate above the prediction (a burst's onset)
     length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
+    spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1)
 
 
 class SlaPolicy:
@@ -98,9 +103,10 @@ class SlaPolicy:
         up = self._needs(max(ahead, now_rate, rate if self.config.react_to_measured else 0.0))
         keep = self._needs(peak * (1 + c.down_headroom))
         seen = f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}s {ahead:.2f}, peak {peak:.2f}): "
+        spare = c.spare_replicas
         return {
-            Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill),
-            Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode),
+            Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
+            Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode, spare),
         }
 
     def _needs(self, rate: float) -> Needs:
@@ -161,7 +167,9 @@ class SlaPolicy:
         return c.smoothing * sample + (1 - c.smoothing) * old
 
 
-def _plan(n: int, up: float, keep: float, why: str) -> Proposal:
+def _plan(n: int, up: float, keep: float, why: str, spare: int) -> Proposal:
+    if spare and (up > 0 or keep > 0):  # a pool that needs no worker gets no spare one
+        up, keep, why = up + spare if up > 0 else up, keep + spare if keep > 0 else keep, f"{why}; + {spare} spare"
     want_up, want_keep = math.ceil(up - 1e-9), math.ceil(keep - 1e-9)
     if want_up > n:
         return Proposal(want_up, f"{why} -> {up:.2f} replicas ahead")

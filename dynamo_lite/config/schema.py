@@ -193,6 +193,8 @@ class PlannerSpec(Section):
     """sla policy: also scale up at once when the measured rate exceeds the prediction (a burst's onset; noisier)."""
     length_window_s: Annotated[float, Field(ge=0)] = 60.0
     """sla policy: size from the prompt lengths (and cached and remote shares) of the requests of the last this many seconds; 0: the last interval's only."""
+    spare_replicas: Annotated[int, Field(ge=0)] = 1
+    """sla policy: workers added to each pool that needs any, beyond what the targets size it for (N+1): a small pool sized for the mean TTFT misses when long prompts come together."""
     profile: str | None = None
     """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
     metrics_port: Port = 0

@@ -119,11 +119,14 @@ def test_wiring_from_the_spec():
         "models": [{"name": "m", "path": "builtin:tiny"}],
         "pools": [{"name": "p", "role": "prefill", "engine": "mock"}, {"name": "d", "role": "decode", "engine": "mock"}],
         "planner": {"enabled": True, "policy": "sla", "decode": {"min_replicas": 2, "max_replicas": 3}, "max_step": 1,
-                    "max_step_up": 4, "length_window_s": 120},
+                    "max_step_up": 4, "length_window_s": 120, "spare_replicas": 2},
     })
     assert {k: v.name for k, v in scaled_pools(spec).items()} == {Pool.PREFILL: "p", Pool.DECODE: "d"}
     policy = make_policy(spec.planner)
     assert isinstance(policy, SlaPolicy) and policy.config.length_window_s == 120
+    assert policy.config.spare_replicas == 2
+    default = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla"}})
+    assert make_policy(default.planner).config.spare_replicas == 1  # type: ignore[attr-defined]
     limits = make_limits(spec.planner, has_prefill=True)
     assert (limits.decode.min_replicas, limits.decode.max_replicas, limits.max_total) == (2, 3, 8)
     assert (limits.max_step, limits.max_step_up) == (1, 4)

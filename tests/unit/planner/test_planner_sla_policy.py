@@ -215,3 +215,22 @@ def test_lengths_unknown_keeps_the_pools():
     p, _ = planner()
     d = p.tick(Observation(traffic=Traffic(request_rate=3.0)), Replicas(2, 3))
     assert d.replicas == Replicas(2, 3) and "not measured" in d.decode.reason
+
+
+def test_spare_replicas_are_added_to_each_pool_that_needs_any():
+    """N+1: the same load sized with one spare worker asks for one more in each pool, both growing and
+    keeping; an aggregated policy (no prefill pool) and no traffic get none."""
+    plain, _ = planner()
+    spare, _ = planner(config=dataclasses.replace(CONFIG, spare_replicas=1))
+    for rate in (0.5, 10.0):
+        a, b = plain.tick(obs(rate), Replicas(1, 1)), spare.tick(obs(rate), Replicas(1, 1))
+        assert b.replicas == Replicas(a.replicas.prefill + 1, a.replicas.decode + 1)
+        assert "+ 1 spare" in b.prefill.reason and "+ 1 spare" in b.decode.reason
+    high = Replicas(9, 9)  # shrinking keeps the spare too
+    assert spare.tick(obs(0.5), high).replicas == Replicas(plain.tick(obs(0.5), high).replicas.prefill + 1,
+                                                            plain.tick(obs(0.5), high).replicas.decode + 1)
+    agg = dataclasses.replace(CONFIG, spare_replicas=1, prefill_pool=False)
+    agg_limits = dataclasses.replace(BIG, prefill=PoolLimits(0, 0))
+    d = planner(agg_limits, agg)[0].tick(obs(0.5), Replicas(0, 1))
+    assert d.replicas.prefill == 0 and "spare" not in d.prefill.reason and "+ 1 spare" in d.decode.reason
+    assert spare.tick(Observation(traffic=Traffic(request_rate=0.0)), Replicas(3, 3)).replicas == Replicas(1, 1)  # minimums
