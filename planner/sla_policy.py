@@ -25,9 +25,8 @@ Every tick, from the frontend's traffic over the last interval:
    - keep: the highest rate predicted over the next `startup_s`, plus
      `down_headroom`: a worker removed now cannot be back sooner.
    Each pool that needs any worker gets `spare_replicas` more at both rates
-   (N+1): the queueing model sizes for the mean TTFT, and a small pool sized
-   so misses when two long prompts come together, which a larger share of
-   headroom would not fix in a trough of one or two workers.
+   (N+1): the queueing model sizes for the mean TTFT, and a pool sized so,
+   one or two workers in a trough, misses when two long prompts come together.
    A pool grows to `up`; it shrinks only to what `keep` still fits.
 No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
 their minimums. Nothing here can become NaN: rates and predictions are clamped
