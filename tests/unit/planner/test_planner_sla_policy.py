@@ -227,10 +227,11 @@ def test_spare_replicas_are_added_to_each_pool_that_needs_any():
         assert b.replicas == Replicas(a.replicas.prefill + 1, a.replicas.decode + 1)
         assert "+ 1 spare" in b.prefill.reason and "+ 1 spare" in b.decode.reason
     high = Replicas(9, 9)  # shrinking keeps the spare too
-    assert spare.tick(obs(0.5), high).replicas == Replicas(plain.tick(obs(0.5), high).replicas.prefill + 1,
-                                                            plain.tick(obs(0.5), high).replicas.decode + 1)
+    a, b = plain.tick(obs(0.5), high), spare.tick(obs(0.5), high)
+    assert b.replicas == Replicas(a.replicas.prefill + 1, a.replicas.decode + 1) != high
     agg = dataclasses.replace(CONFIG, spare_replicas=1, prefill_pool=False)
     agg_limits = dataclasses.replace(BIG, prefill=PoolLimits(0, 0))
     d = planner(agg_limits, agg)[0].tick(obs(0.5), Replicas(0, 1))
     assert d.replicas.prefill == 0 and "spare" not in d.prefill.reason and "+ 1 spare" in d.decode.reason
-    assert spare.tick(Observation(traffic=Traffic(request_rate=0.0)), Replicas(3, 3)).replicas == Replicas(1, 1)  # minimums
+    idle = spare.tick(Observation(traffic=Traffic(request_rate=0.0)), Replicas(3, 3))
+    assert idle.replicas == Replicas(1, 1)  # the pools' minimums
