@@ -107,9 +107,9 @@ def load_trace(args: argparse.Namespace, profile: RateProfile) -> list[Request]:
             for i, (ms, _, isl, osl, hashes) in enumerate(timed)]
 
 
-def make_predictor(name: str, profile: RateProfile) -> Predictor:
+def make_predictor(name: str, profile: RateProfile, max_harmonics: int) -> Predictor:
     if name == "seasonal":  # told the profile's period, as an operator knows their daily cycle
-        return SeasonalPredictor(SeasonalConfig(period_s=profile.period))
+        return SeasonalPredictor(SeasonalConfig(period_s=profile.period, max_harmonics=max_harmonics))
     return LastValue() if name == "last" else KalmanPredictor()
 
 
@@ -122,7 +122,7 @@ def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Pl
                                  startup_s=args.startup_s, down_headroom=args.down_headroom,
                                  prefill_pool=not run.aggregated, react_to_measured=True,
                                  length_window_s=args.length_window_s, spare_replicas=args.spare_replicas)
-        policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile))
+        policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile, args.max_harmonics))
         return Planner(policy, limits, VirtualClock())
     limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, max_step=args.max_step,
                     max_step_up=args.max_step_up, cooldown_s=30.0, scale_down_after=3)
@@ -239,6 +239,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--down-headroom", type=float, default=0.4)
     p.add_argument("--length-window-s", type=float, default=60.0,
                    help="SLA planner: prompt lengths over the requests of this long (0: the last interval's)")
+    p.add_argument("--max-harmonics", type=int, default=4, help="SLA planner, seasonal predictor: most harmonics "
+                   "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
     p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
                    "needs any (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
     p.add_argument("--tail-s", type=float, default=120.0, help="simulate this long after the last arrival at most")

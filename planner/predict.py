@@ -7,9 +7,15 @@ Two models, chosen by `planner.predictor` in cluster.yaml:
   filter. It needs no knowledge of the load's shape; it extrapolates the slope,
   so it lags a turning point by about its own smoothing time.
 - `SeasonalPredictor`: trend plus seasonality, a least-squares fit of
-  level + slope * t + a * sin(w t) + b * cos(w t) over the last `window_s`,
-  for a load whose period is known (a daily cycle, a batch job every hour).
-  With less than a quarter period of samples it fits the trend only.
+  level + slope * t + sum over k of a_k sin(k w t) + b_k cos(k w t) over the
+  last `window_s`, for a load whose period is known (a daily cycle, a batch
+  job every hour): Prophet's Fourier seasonality. One harmonic is a sine; a
+  burst that comes at the same time every period needs more. The number of
+  harmonics is chosen at every fit by the Bayesian information criterion
+  (BIC), up to `max_harmonics`, once a whole period has been seen: a smooth
+  cycle keeps one, a square one takes what its edges need, and noise alone
+  does not buy a harmonic. With less than a whole period it fits one
+  harmonic; with less than a quarter period, the trend only.
 `LastValue` predicts what it saw (no prediction: the reactive baseline).
 All are pure: time is passed in. Every prediction is finite and >= 0 (a signal
 that was always 0 predicts 0: the planner then sits at its minimum).
@@ -95,22 +101,25 @@ class KalmanPredictor:
 class SeasonalConfig:
     period_s: float  # the load's period (seconds)
     window_s: float = 0.0  # samples fitted over; 0: two periods
+    max_harmonics: int = 4  # most harmonics of the period fitted (chosen by BIC); 1: a sine
 
     def __post_init__(self) -> None:
         if not self.period_s > 0:
             raise ValueError("a seasonal predictor needs period_s > 0")
+        if self.max_harmonics < 1:
+            raise ValueError("a seasonal predictor needs max_harmonics >= 1")
 
 
 class SeasonalPredictor:
-    """Least squares of level + slope*t + a*sin(wt) + b*cos(wt) over a sliding window."""
+    """Least squares of level + slope*t + harmonics of the period over a sliding window."""
 
     def __init__(self, config: SeasonalConfig) -> None:
         self.config = config
         self.window_s = config.window_s or 2 * config.period_s
         self._samples: deque[tuple[float, float, float]] = deque()  # (t, value, weight)
-        self._coef: list[float] = [0.0, 0.0, 0.0, 0.0]  # level, slope, a, b (time relative to the newest sample)
+        self._coef: list[float] = [0.0, 0.0]  # level, slope, then (a_k, b_k) per harmonic; time from the newest sample
         self._t: float | None = None
-        self._seasonal = False  # whether the last fit included the season
+        self.harmonics = 0  # in the last fit
 
     def observe(self, t: float, value: float, variance: float | None = None) -> None:
         weight = 1.0 / variance if variance is not None and variance > 0 else 1.0
@@ -120,35 +129,45 @@ class SeasonalPredictor:
         self._t = t
         self._fit()
 
-    def _features(self, dt: float, seasonal: bool) -> list[float]:
-        if not seasonal:
-            return [1.0, dt]
+    def _features(self, dt: float, harmonics: int) -> list[float]:
         w = 2 * math.pi / self.config.period_s
         t = dt + (self._t or 0.0)  # the phase is absolute: the season does not move with the window
-        return [1.0, dt, math.sin(w * t), math.cos(w * t)]
+        return [1.0, dt] + [f(k * w * t) for k in range(1, harmonics + 1) for f in (math.sin, math.cos)]
 
     def _fit(self) -> None:
         assert self._t is not None
-        span = self._samples[-1][0] - self._samples[0][0]
-        seasonal = span >= self.config.period_s / 4 and len(self._samples) >= 6
-        if len(self._samples) < 3:
-            mean = sum(v for _, v, _ in self._samples) / len(self._samples)
-            self._coef, self._seasonal = [mean, 0.0, 0.0, 0.0], False
+        n = len(self._samples)
+        if n < 3:
+            self._coef, self.harmonics = [sum(v for _, v, _ in self._samples) / n, 0.0], 0
             return
-        rows = [(self._features(t - self._t, seasonal), v, w) for t, v, w in self._samples]
-        k = len(rows[0][0])
+        span = self._samples[-1][0] - self._samples[0][0]
+        most = 0 if span < self.config.period_s / 4 or n < 6 else \
+            1 if span < self.config.period_s else min(self.config.max_harmonics, (n - 5) // 2)
+        # The normal equations of the largest model; each smaller one is their leading block (features nest).
+        rows = [(self._features(t - self._t, most), v, w) for t, v, w in self._samples]
+        k = 2 + 2 * most
         a = [[sum(w * x[i] * x[j] for x, _, w in rows) for j in range(k)] for i in range(k)]
         b = [sum(w * x[i] * v for x, v, w in rows) for i in range(k)]
+        vv = sum(w * v * v for _, v, w in rows)
         for i in range(k):
             a[i][i] *= 1 + 1e-12  # a hair of ridge: a degenerate window (equal samples) stays solvable
-        coef = _solve(a, b)
-        self._coef = coef + [0.0] * (4 - k) if coef is not None else self._coef
-        self._seasonal = seasonal
+        best: tuple[float, list[float], int] | None = None
+        for h in range(1, most + 1) if most > 1 else (most,):  # below a whole period: no choice
+            m = 2 + 2 * h
+            coef = _solve([row[:m] for row in a[:m]], b[:m])
+            if coef is None:
+                continue
+            rss = max(vv - sum(c * bi for c, bi in zip(coef, b[:m])), 1e-12)  # at the solution c'Ac = c'b
+            bic = n * math.log(rss / n) + m * math.log(n)
+            if best is None or bic < best[0]:
+                best = (bic, coef, h)
+        if best is not None:
+            self._coef, self.harmonics = best[1], best[2]
 
     def predict(self, t: float) -> float:
         if self._t is None:
             return 0.0
-        x = self._features(max(0.0, t - self._t), self._seasonal)
+        x = self._features(max(0.0, t - self._t), self.harmonics)
         return _clean(sum(c * f for c, f in zip(self._coef, x)))
 
 

@@ -20,8 +20,9 @@ Every tick, from the frontend's traffic over the last interval:
      up (more pending jobs than replicas): a backlog's wait is transient;
    - decode: observed over predicted ITL;
 3. sizing (planner/sizing.py) at two rates:
-   - up: the rate predicted `startup_s` ahead (or the current one if higher):
-     a worker asked for now serves only then;
+   - up: the highest rate predicted from `startup_s` ahead to an interval
+     after that (or the current one if higher): a worker asked for now
+     serves only then, and one asked at the next tick an interval later;
    - keep: the highest rate predicted over the next `startup_s`, plus
      `down_headroom`: a worker removed now cannot be back sooner.
    Each pool that needs any worker gets `spare_replicas` more at both rates
@@ -96,7 +97,9 @@ class SlaPolicy:
         self._correct(obs, t, current)
         c = self.config
         now_rate = self.predictor.predict(now)
-        ahead = self.predictor.predict(now + c.startup_s)
+        # A worker asked for now serves from now + startup_s; one asked at the next tick serves an interval
+        # later. So this tick's must carry the load predicted until then: a burst's edge falls between ticks.
+        ahead = max(self.predictor.predict(now + c.startup_s + (dt or 0.0) * i / 2) for i in range(3))
         steps = max(1, math.ceil(c.startup_s / 5))
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
         up = self._needs(max(ahead, now_rate, rate if self.config.react_to_measured else 0.0))

@@ -185,6 +185,8 @@ class PlannerSpec(Section):
     """sla policy: how the request rate is predicted. kalman: level and trend (no knowledge of the load's shape); seasonal: trend plus a cycle of `season_s`; last: the last interval's rate (no prediction)."""
     season_s: Annotated[float, Field(gt=0)] | None = None
     """sla policy, predictor seasonal: the load's period in seconds (e.g. 86400 for a daily cycle)."""
+    season_harmonics: Annotated[int, Field(ge=1, le=12)] = 4
+    """sla policy, predictor seasonal: the most harmonics of the period fitted; how many is chosen at every tick by BIC, once a whole period is seen. 1: a sine; more: a cycle with edges (a burst at the same hour every day)."""
     worker_startup_s: Annotated[float, Field(ge=0)] = 30.0
     """sla policy: seconds from asking for a worker to it serving; scale-up is sized for the rate predicted this far ahead."""
     down_headroom: Annotated[float, Field(ge=0)] = 0.2

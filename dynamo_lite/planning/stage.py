@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def make_predictor(p: PlannerSpec) -> Predictor:
     if p.predictor == "seasonal":
         assert p.season_s is not None  # the schema requires it
-        return SeasonalPredictor(SeasonalConfig(period_s=p.season_s))
+        return SeasonalPredictor(SeasonalConfig(period_s=p.season_s, max_harmonics=p.season_harmonics))
     return LastValue() if p.predictor == "last" else KalmanPredictor()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from planner import EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig
-from planner import Traffic, VirtualClock
+from planner import Pool, Traffic, VirtualClock
 from planner.predict import SeasonalConfig, SeasonalPredictor
 from planner.sizing import Targets, Workload, needs, split
 
@@ -49,13 +49,38 @@ def test_scales_up_for_the_rate_one_startup_ahead():
         t = i * 10.0
         for p in (ahead, blind):
             p.clock.set(t)  # type: ignore[attr-defined]
-        if t == 270:  # 30 s before the peak at 300 s: the planner sizes for the peak, the blind one for now
+        if t == 250:  # the planner sizes for 280-290 s, near the peak at 300 s; the blind one for 250-260 s
             da, db = ahead.tick(Observation(traffic=traffic(rate(t))), a), blind.tick(Observation(traffic=traffic(rate(t))), b)
             assert da.replicas.prefill > db.replicas.prefill, (da.explain(), db.explain())
             return
         a = ahead.tick(Observation(traffic=traffic(rate(t))), a).replicas
         b = blind.tick(Observation(traffic=traffic(rate(t))), b).replicas
     raise AssertionError("not reached")
+
+
+class KnownStep:
+    """A forecast with a known answer: 2 req/s, then 10 from `at` on."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def observe(self, t: float, value: float, variance: float | None = None) -> None:
+        pass
+
+    def predict(self, t: float) -> float:
+        return 10.0 if t >= self.at else 2.0
+
+
+def test_a_rise_between_two_ticks_is_sized_for_at_the_first():
+    # Ticks every 10 s, start-up 30 s: a worker asked for at 10 s serves at 40 s, one asked at 20 s at 50 s.
+    # A rise at 45 s must be met by the worker asked for at 10 s.
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, startup_s=30)
+    for at, expect in ((45.0, 10.0), (55.0, 2.0)):
+        policy = SlaPolicy(config, PROFILE, KnownStep(at))
+        policy.propose(Observation(traffic=traffic(2.0)), Replicas(1, 1), 0.0)
+        proposal = policy.propose(Observation(traffic=traffic(2.0)), Replicas(1, 1), 10.0)
+        sized = needs(PROFILE, policy.workload, expect, T)  # type: ignore[arg-type]
+        assert proposal[Pool.PREFILL].replicas == math.ceil(sized.prefill) + config.spare_replicas, at
 
 
 def test_keeps_workers_while_a_peak_is_predicted_within_a_startup():

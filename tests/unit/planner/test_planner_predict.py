@@ -61,6 +61,34 @@ def test_seasonal_with_noise_predicts_the_peak_one_startup_ahead():
     assert p.predict(300) == pytest.approx(4.8, abs=0.4)
 
 
+def burst_train(t: float) -> float:  # x2.2 of 3 req/s for the first 60 s of every 240, x0.6 between
+    return 6.6 if t % 240 < 60 else 1.8
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_seasonal_sees_a_burst_coming_one_startup_ahead(seed):
+    rng = random.Random(seed)
+    sine, harmonics = SeasonalPredictor(SeasonalConfig(240, max_harmonics=1)), SeasonalPredictor(SeasonalConfig(240))
+    for i in range(46):  # to t = 450; the next burst is 480-540
+        t = i * 10.0
+        value = burst_train(t) * (1 + rng.gauss(0, 0.15))  # about Poisson's noise at 3 req/s counted over 10 s
+        sine.observe(t, value)
+        harmonics.observe(t, value)
+    assert harmonics.harmonics > 1  # the edges are worth their parameters
+    assert harmonics.predict(510) == pytest.approx(6.6, rel=0.2)  # mid-burst, 60 s ahead
+    assert harmonics.predict(450) == pytest.approx(1.8, abs=0.5)  # the trough it is in
+    assert sine.predict(510) < 0.8 * 6.6  # one harmonic flattens the burst
+    assert sine.predict(450) > 1.8 + 0.9  # and fills the trough
+
+
+def test_seasonal_keeps_one_harmonic_for_a_noisy_sine():
+    f = lambda t: 3.0 * (1 + 0.6 * math.sin(2 * math.pi * t / 240))  # noqa: E731
+    for seed in range(5):
+        p = SeasonalPredictor(SeasonalConfig(period_s=240))
+        feed(p, f, 470, noise=0.3, seed=seed)
+        assert p.harmonics == 1  # noise alone does not buy a harmonic
+
+
 def test_seasonal_fits_only_the_trend_before_a_quarter_period():
     p = SeasonalPredictor(SeasonalConfig(period_s=1000))
     feed(p, lambda t: 1.0 + 0.02 * t, 200)

@@ -15,6 +15,7 @@ from planner import (
     VirtualClock,
 )  # fmt: skip
 from planner.connectors.local import LocalConnector
+from planner.predict import SeasonalConfig, SeasonalPredictor
 from dynamo_lite.planning.frontend_metrics import totals, traffic
 from dynamo_lite.planning.metrics import PlannerMetrics
 from dynamo_lite.planning.service import PlannerService
@@ -127,6 +128,12 @@ def test_wiring_from_the_spec():
     assert policy.config.spare_replicas == 2
     default = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla"}})
     assert make_policy(default.planner).config.spare_replicas == 1  # type: ignore[attr-defined]
+    seasonal = {"enabled": True, "policy": "sla", "predictor": "seasonal", "season_s": 3600}
+    predictor = make_policy(ClusterSpec.model_validate({**spec.model_dump(), "planner": seasonal}).planner).predictor
+    assert isinstance(predictor, SeasonalPredictor) and predictor.config == SeasonalConfig(3600, max_harmonics=4)
+    sine = make_policy(ClusterSpec.model_validate({**spec.model_dump(), "planner": {**seasonal, "season_harmonics": 1}
+                                                   }).planner).predictor
+    assert sine.config.max_harmonics == 1  # type: ignore[attr-defined]
     limits = make_limits(spec.planner, has_prefill=True)
     assert (limits.decode.min_replicas, limits.decode.max_replicas, limits.max_total) == (2, 3, 8)
     assert (limits.max_step, limits.max_step_up) == (1, 4)
