@@ -110,6 +110,9 @@ class SeasonalConfig:
             raise ValueError("a seasonal predictor needs max_harmonics >= 1")
 
 
+BINS_PER_PERIOD = 240
+
+
 class SeasonalPredictor:
     """Least squares of level + slope*t + harmonics of the period over a sliding window."""
 
@@ -117,17 +120,33 @@ class SeasonalPredictor:
         self.config = config
         self.window_s = config.window_s or 2 * config.period_s
         self._samples: deque[tuple[float, float, float]] = deque()  # (t, value, weight)
+        # Samples within a bin of period / BINS are fitted as one, their weighted mean: a day's cycle sampled
+        # every 10 s fits 480 rows, not 17,280, and a tick's fit stays a few milliseconds.
+        self._bin_s = config.period_s / BINS_PER_PERIOD
+        self._bin_start = -math.inf
         self._coef: list[float] = [0.0, 0.0]  # level, slope, then (a_k, b_k) per harmonic; time from the newest sample
         self._t: float | None = None
-        self.harmonics = 0  # in the last fit
+        self._harmonics = 0  # in the last fit
+        self._fitted = True  # the fit is of the samples held (it is made when a prediction asks for it)
 
     def observe(self, t: float, value: float, variance: float | None = None) -> None:
-        weight = 1.0 / variance if variance is not None and variance > 0 else 1.0
-        self._samples.append((t, _clean(value), weight))
+        weight, value = (1.0 / variance if variance is not None and variance > 0 else 1.0), _clean(value)
+        if self._samples and t - self._bin_start < self._bin_s:
+            t0, v0, w0 = self._samples.pop()
+            w = w0 + weight
+            self._samples.append(((t0 * w0 + t * weight) / w, (v0 * w0 + value * weight) / w, w))
+        else:
+            self._bin_start = t
+            self._samples.append((t, value, weight))
         while self._samples and self._samples[0][0] < t - self.window_s:
             self._samples.popleft()
-        self._t = t
+        self._t, self._fitted = t, False
+
+    @property
+    def harmonics(self) -> int:
+        """How many harmonics the fit of the samples held took."""
         self._fit()
+        return self._harmonics
 
     def _features(self, dt: float, harmonics: int) -> list[float]:
         w = 2 * math.pi / self.config.period_s
@@ -135,10 +154,12 @@ class SeasonalPredictor:
         return [1.0, dt] + [f(k * w * t) for k in range(1, harmonics + 1) for f in (math.sin, math.cos)]
 
     def _fit(self) -> None:
-        assert self._t is not None
+        if self._fitted or self._t is None:
+            return
+        self._fitted = True
         n = len(self._samples)
         if n < 3:
-            self._coef, self.harmonics = [sum(v for _, v, _ in self._samples) / n, 0.0], 0
+            self._coef, self._harmonics = [sum(v for _, v, _ in self._samples) / n, 0.0], 0
             return
         span = self._samples[-1][0] - self._samples[0][0]
         most = 0 if span < self.config.period_s / 4 or n < 6 else \
@@ -162,12 +183,12 @@ class SeasonalPredictor:
             if best is None or bic < best[0]:
                 best = (bic, coef, h)
         if best is not None:
-            self._coef, self.harmonics = best[1], best[2]
+            self._coef, self._harmonics = best[1], best[2]
 
     def predict(self, t: float) -> float:
         if self._t is None:
             return 0.0
-        x = self._features(max(0.0, t - self._t), self.harmonics)
+        x = self._features(max(0.0, t - self._t), self.harmonics)  # fits the samples, if new ones came
         return _clean(sum(c * f for c, f in zip(self._coef, x)))
 
 

@@ -89,6 +89,15 @@ def test_seasonal_keeps_one_harmonic_for_a_noisy_sine():
         assert p.harmonics == 1  # noise alone does not buy a harmonic
 
 
+def test_a_daily_cycle_sampled_every_ten_seconds_is_fitted_on_bins():
+    f = lambda t: 50.0 + 20.0 * math.sin(2 * math.pi * t / 86400 + 0.3)  # noqa: E731
+    p = SeasonalPredictor(SeasonalConfig(period_s=86400))
+    feed(p, f, 2 * 86400, noise=1.0)
+    assert len(p._samples) <= 2 * 240 + 1  # not 17,280 rows per fit
+    for ahead in (30, 3600):
+        assert p.predict(2 * 86400 + ahead) == pytest.approx(f(2 * 86400 + ahead), abs=0.5)
+
+
 def test_seasonal_fits_only_the_trend_before_a_quarter_period():
     p = SeasonalPredictor(SeasonalConfig(period_s=1000))
     feed(p, lambda t: 1.0 + 0.02 * t, 200)
