@@ -1,7 +1,8 @@
 """Load predictors: what a signal (the request rate) will be some seconds from now.
 
-The SLA policy sizes pools for the rate predicted one worker start-up ahead, so
-that a worker asked for now is serving when the load it was asked for arrives.
+The SLA policy sizes pools for the rate predicted one worker start-up ahead (to
+the next tick after that), so that a worker asked for now is serving when the
+load it was asked for arrives.
 Two models, chosen by `planner.predictor` in cluster.yaml:
 - `KalmanPredictor`: a local linear trend (level and slope) tracked by a Kalman
   filter. It needs no knowledge of the load's shape; it extrapolates the slope,
@@ -120,8 +121,8 @@ class SeasonalPredictor:
         self.config = config
         self.window_s = config.window_s or 2 * config.period_s
         self._samples: deque[tuple[float, float, float]] = deque()  # (t, value, weight)
-        # Samples within a bin of period / BINS are fitted as one, their weighted mean: a day's cycle sampled
-        # every 10 s fits 480 rows, not 17,280, and a tick's fit stays a few milliseconds.
+        # Samples within one bin of period / BINS_PER_PERIOD are fitted as one, their weighted mean: a day's
+        # cycle sampled every 10 s fits 480 rows, not 17,280, and a tick's fit takes milliseconds.
         self._bin_s = config.period_s / BINS_PER_PERIOD
         self._bin_start = -math.inf
         self._coef: list[float] = [0.0, 0.0]  # level, slope, then (a_k, b_k) per harmonic; time from the newest sample
@@ -161,9 +162,13 @@ class SeasonalPredictor:
         if n < 3:
             self._coef, self._harmonics = [sum(v for _, v, _ in self._samples) / n, 0.0], 0
             return
-        span = self._samples[-1][0] - self._samples[0][0]
-        most = 0 if span < self.config.period_s / 4 or n < 6 else \
-            1 if span < self.config.period_s else min(self.config.max_harmonics, (n - 5) // 2)
+        span, period = self._samples[-1][0] - self._samples[0][0], self.config.period_s
+        if span < period / 4 or n < 6:
+            most = 0  # the trend only
+        elif span < period:
+            most = 1  # more harmonics fitted to part of a period extrapolate wildly beyond it
+        else:
+            most = min(self.config.max_harmonics, (n - 5) // 2)  # BIC chooses among 1..most
         # The normal equations of the largest model; each smaller one is their leading block (features nest).
         rows = [(self._features(t - self._t, most), v, w) for t, v, w in self._samples]
         k = 2 + 2 * most

@@ -104,7 +104,8 @@ class SlaPolicy:
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
         up = self._needs(max(ahead, now_rate, rate if self.config.react_to_measured else 0.0))
         keep = self._needs(peak * (1 + c.down_headroom))
-        seen = f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}s {ahead:.2f}, peak {peak:.2f}): "
+        seen = (f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}-{c.startup_s + (dt or 0.0):g}s "
+                f"{ahead:.2f}, peak {peak:.2f}): ")
         spare = c.spare_replicas
         return {
             Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
