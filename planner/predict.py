@@ -16,7 +16,8 @@ Two models, chosen by `planner.predictor` in cluster.yaml:
   (BIC), up to `max_harmonics`, once a whole period has been seen: a smooth
   cycle keeps one, a square one takes what its edges need, and noise alone
   does not buy a harmonic. With less than a whole period it fits one
-  harmonic; with less than a quarter period, the trend only.
+  harmonic (with less than a quarter period, the trend only), and predicts
+  at least what it saw one period before: a burst seen once comes again.
 `LastValue` predicts what it saw (no prediction: the reactive baseline).
 All are pure: time is passed in. Every prediction is finite and >= 0 (a signal
 that was always 0 predicts 0: the planner then sits at its minimum).
@@ -194,7 +195,20 @@ class SeasonalPredictor:
         if self._t is None:
             return 0.0
         x = self._features(max(0.0, t - self._t), self.harmonics)  # fits the samples, if new ones came
-        return _clean(sum(c * f for c, f in zip(self._coef, x)))
+        fit = _clean(sum(c * f for c, f in zip(self._coef, x)))
+        seen = self._one_period_before(t)
+        return fit if seen is None else max(fit, seen)
+
+    def _one_period_before(self, t: float) -> float | None:
+        """Before a whole period is held: the mean of the samples one period before `t`, if any are held there.
+        One harmonic fitted to part of a period flattens what it has seen once (a burst at the period's
+        start); the period is known, so what was seen at that phase comes again."""
+        first, last = self._samples[0][0], self._samples[-1][0]
+        if len(self._samples) < 2 or last - first >= self.config.period_s:
+            return None
+        back, spacing = t - self.config.period_s, (last - first) / (len(self._samples) - 1)
+        near = [v for s, v, _ in self._samples if abs(s - back) <= spacing * (1 + 1e-9)]
+        return sum(near) / len(near) if near else None
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:

@@ -81,6 +81,17 @@ def test_seasonal_sees_a_burst_coming_one_startup_ahead(seed):
     assert sine.predict(450) > 1.8 + 0.9  # and fills the trough
 
 
+def test_before_a_whole_period_a_burst_seen_once_is_predicted_again():
+    p = SeasonalPredictor(SeasonalConfig(240))
+    feed(p, burst_train, 210)  # one burst seen, at 0-60 s; the next is at 240-300 s
+    assert p.harmonics == 1
+    assert p.predict(260) == pytest.approx(6.6, rel=0.1)  # what was seen at 20 s
+    assert p.predict(220) == pytest.approx(1.8, abs=0.6)  # and the trough before it stays a trough
+    fit_only = SeasonalPredictor(SeasonalConfig(240, window_s=100))  # no phase a period back is held
+    feed(fit_only, burst_train, 210)
+    assert fit_only.predict(260) < 0.8 * 6.6
+
+
 def test_seasonal_keeps_one_harmonic_for_a_noisy_sine():
     f = lambda t: 3.0 * (1 + 0.6 * math.sin(2 * math.pi * t / 240))  # noqa: E731
     for seed in range(5):
