@@ -39,7 +39,7 @@ PROFILE = "sine:period=120,amplitude=0.6"
 TTFT_MS, ITL_MS, BUDGET, INTERVAL_S, STARTUP_S = 2000.0, 200.0, 6, 5.0, 5.0
 
 
-def spec_text(state: Path, port: int) -> str:
+def spec_text(state: Path, port: int, prefill_min: int) -> str:
     mock = f"{{speedup_ratio: {SPEEDUP}}}"
     return (f"namespace: plive\nstate_dir: {state}\n"
             "models: [{name: mock-8b, path: 'builtin:mock-words', block_size: 16, max_model_len: 32768}]\n"
@@ -49,7 +49,7 @@ def spec_text(state: Path, port: int) -> str:
             f"planner: {{enabled: true, policy: sla, predictor: kalman, interval_s: {INTERVAL_S}, cooldown_s: 0,\n"
             f"  scale_down_after: 2, max_step: 2, max_total_replicas: {BUDGET}, worker_startup_s: {STARTUP_S},\n"
             f"  react_to_measured: true, down_headroom: 0.4, ttft_target_ms: {TTFT_MS}, itl_target_ms: {ITL_MS},\n"
-            f"  prefill: {{min_replicas: 1, max_replicas: {BUDGET - 1}}},"
+            f"  prefill: {{min_replicas: {prefill_min}, max_replicas: {BUDGET - 1}}},"
             f" decode: {{min_replicas: 1, max_replicas: {BUDGET - 1}}}}}\n")
 
 
@@ -79,10 +79,10 @@ class EngineCounter(threading.Thread):
         return sum(n * 0.5 for _, n in pts)
 
 
-def live(out_dir: Path) -> dict:
+def live(out_dir: Path, prefill_min: int) -> dict:
     port = free_port()
     spec = out_dir / "cluster.yaml"
-    spec.write_text(spec_text(out_dir / "state", port))
+    spec.write_text(spec_text(out_dir / "state", port, prefill_min))
     reqs = trace_replay.load_trace(MOONCAKE_TRACE, None, TPH, max_output=MAX_OUT)
     reqs = [r for r in reqs if r.at_s < TRACE_S]
     reqs = trace_replay.warp(reqs, RateProfile.parse(PROFILE), TIME_SCALE)
@@ -104,27 +104,33 @@ def live(out_dir: Path) -> dict:
             "scaling_log": scaled[-60:]}
 
 
-def simulated(startup_s: float) -> dict:
+def simulated(startup_s: float, prefill_min: int) -> dict:
     args = planner_sim.parse(["--duration-s", str(TRACE_S), "--time-scale", str(TIME_SCALE), "--tokens-per-hash",
                               str(TPH), "--max-output", str(MAX_OUT), "--speedup", str(SPEEDUP), "--ttft-ms",
                               str(TTFT_MS), "--itl-ms", str(ITL_MS), "--budget", str(BUDGET), "--startup-s",
-                              str(startup_s), "--interval-s", str(INTERVAL_S), "--planner-start", "2:1"])
+                              str(startup_s), "--interval-s", str(INTERVAL_S), "--planner-start", "2:1",
+                              "--choose-layout" if prefill_min == 0 else "--no-choose-layout"])
     run = planner_sim.Run("SLA planner (kalman), conditional P/D", "planner", policy="sla", predictor="kalman")
     r = planner_sim.simulate((run, args, PROFILE))
     return {k: r[k] for k in ("requests", "good", "goodput_rps", "attainment", "replica_seconds", "horizon_s")}
 
 
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prefill-min", type=int, choices=(0, 1), default=1, help="planner.prefill.min_replicas: 0 lets "
+                   "the planner drop the prefill pool while the decode workers alone need no more workers")
+    p.add_argument("--out", type=Path, default=RESULTS / "planner_live.json")
+    args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        lv = live(Path(tmp))
-    sim = simulated(STARTUP_S)
+        lv = live(Path(tmp), args.prefill_min)
+    sim = simulated(STARTUP_S, args.prefill_min)
     err = {k: round((lv[k] - sim[k]) / sim[k], 3) if sim[k] else None for k in ("goodput_rps", "replica_seconds")}
     out = {"settings": {"profile": PROFILE, "speedup_ratio": SPEEDUP, "tokens_per_hash": TPH, "max_output": MAX_OUT,
                         "time_scale": TIME_SCALE, "trace_s": TRACE_S, "ttft_ms": TTFT_MS, "itl_ms": ITL_MS,
-                        "budget": BUDGET, "interval_s": INTERVAL_S, "startup_s": STARTUP_S},
+                        "budget": BUDGET, "interval_s": INTERVAL_S, "startup_s": STARTUP_S,
+                        "prefill_min_replicas": args.prefill_min},
            "live": lv, "simulated": sim, "relative_error": err}
-    path = RESULTS / "planner_live.json"
+    path = args.out
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(f"live: {lv['good']}/{lv['requests']} good ({lv['attainment']:.1%}), goodput {lv['goodput_rps']:.2f} req/s, "
           f"{lv['replica_seconds']:.0f} replica-s, {lv['errors']} errors")

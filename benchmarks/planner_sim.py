@@ -56,7 +56,6 @@ from planner.predict import KalmanPredictor, LastValue, Predictor, SeasonalConfi
 from planner_sim_fleet import ALWAYS_REMOTE, TRACE_BLOCK, Fleet, FleetConfig, Request  # noqa: E402
 from router.ttft import Seed  # noqa: E402
 
-CONDITIONAL = DisaggPolicy(DisaggregationSpec().max_local_prefill_tokens, DisaggregationSpec().max_prefill_queue)
 
 
 @dataclass(frozen=True)
@@ -116,12 +115,14 @@ def make_predictor(name: str, profile: RateProfile, max_harmonics: int) -> Predi
 def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Planner:
     b = args.budget
     if run.policy == "sla":
-        limits = Limits(prefill=PoolLimits(0, 0) if run.aggregated else PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b,
+        prefill = PoolLimits(0, 0) if run.aggregated else PoolLimits(0 if args.choose_layout else 1, b - 1)
+        limits = Limits(prefill=prefill, decode=PoolLimits(1, b - 1), max_total=b,
                         max_step=args.max_step, max_step_up=args.max_step_up, cooldown_s=0.0, scale_down_after=args.scale_down_after)
         config = SlaPolicyConfig(ttft_target_s=args.ttft_ms / 1000, itl_target_s=args.itl_ms / 1000,
                                  startup_s=args.startup_s, down_headroom=args.down_headroom,
                                  prefill_pool=not run.aggregated, react_to_measured=True,
-                                 length_window_s=args.length_window_s, spare_replicas=args.spare_replicas)
+                                 length_window_s=args.length_window_s, spare_replicas=args.spare_replicas,
+                                 choose_layout=args.choose_layout and not run.aggregated)
         policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile, args.max_harmonics))
         return Planner(policy, limits, VirtualClock())
     limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, max_step=args.max_step,
@@ -140,7 +141,8 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     started = time.monotonic()
     profile = RateProfile.parse(profile_text)
     reqs = load_trace(args, profile)
-    disagg = ALWAYS_REMOTE if run.kind in ("disaggregated",) or run.policy == "load" else CONDITIONAL
+    conditional = DisaggPolicy(args.max_local_prefill_tokens, DisaggregationSpec().max_prefill_queue)
+    disagg = ALWAYS_REMOTE if run.kind in ("disaggregated",) or run.policy == "load" else conditional
     seed = Seed.from_profile([(p.isl, p.ttft_s) for p in EngineProfile.load().prefill])  # as the frontend seeds it
     config = FleetConfig(startup_s=args.startup_s, disagg=disagg, speedup=args.speedup, router=args.router,
                          ttft_seed=seed, itl_target_s=args.itl_ms / 1000)
@@ -225,6 +227,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--speedup", type=float, default=1.0, help="mock speedup_ratio (engine s per wall s)")
     p.add_argument("--router", choices=("ttft", "blocks"), default="ttft", help="the router's cost: ttft "
                    "(cluster.yaml's default: predicted TTFT, learnt online) or blocks (Dynamo's formula)")
+    p.add_argument("--max-local-prefill-tokens", type=int, default=DisaggregationSpec().max_local_prefill_tokens,
+                   help="conditional P/D: prefill on the decode worker up to this many uncached prompt tokens "
+                        "(cluster.yaml's frontend.disaggregation.max_local_prefill_tokens)")
     p.add_argument("--ttft-ms", type=float, default=2000.0, help="TTFT target")
     p.add_argument("--itl-ms", type=float, default=50.0, help="ITL target (mean per request)")
     p.add_argument("--budget", type=int, default=8, help="most workers: planners' budget, static fleets' largest")
@@ -243,6 +248,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
     p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
                    "needs any (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
+    p.add_argument("--choose-layout", action=argparse.BooleanOptionalAction, default=True, help="SLA planner, "
+                   "conditional P/D: no prefill pool while the decode workers alone need no more workers (the "
+                   "prefill pool's min_replicas 0, as cluster.yaml's planner.prefill.min_replicas: 0); "
+                   "--no-choose-layout: both pools sized, at least one prefill worker")
     p.add_argument("--tail-s", type=float, default=120.0, help="simulate this long after the last arrival at most")
     p.add_argument("--static-sizes", default="", help="static fleets of these sizes only, e.g. 8,16,24,32 "
                    "(default: every size up to the budget)")

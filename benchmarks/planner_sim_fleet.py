@@ -71,7 +71,7 @@ class Request:
     itl_s: float | None = None
     worker: Worker | None = None  # the routed (aggregated or decode) worker
     reason: Reason | None = None  # where prefill ran
-    eligible: bool = False  # long and uncached enough for the prefill pool (if its queue had room)
+    eligible: bool = False  # long and uncached enough for the prefill pool (if it had workers and room)
     queued_at: float | None = None  # put on the prefill queue (remote prefill)
     cached_tokens: int = 0  # prompt tokens the prefilling engine found cached
 
@@ -247,7 +247,8 @@ class Fleet:
         w = req.worker = self.routing.pick(candidates, req)
         uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
         prefill_workers = len(self.live(Role.PREFILL))
-        req.eligible = decide_before_queue(w.role, prefill_workers, uncached, self.config.disagg) is None
+        early = decide_before_queue(w.role, prefill_workers, uncached, self.config.disagg)
+        req.eligible = early is None or early is Reason.NO_PREFILL_WORKERS  # the frontend's REMOTE_ELIGIBLE
         req.reason = decide(w.role, prefill_workers, uncached, len(self.queue), self.config.disagg)
         if req.reason is Reason.REMOTE:
             self.ttft_model.first_token(str(req.rid), self.now, measured=False)  # as the frontend: not learnt

@@ -29,6 +29,11 @@ Every tick, from the frontend's traffic over the last interval:
    (N+1): the queueing model sizes for the mean TTFT, and a pool sized so,
    one or two workers in a trough, misses when two long prompts come together.
    A pool grows to `up`; it shrinks only to what `keep` still fits.
+4. with `choose_layout` (the prefill pool's minimum is 0), the decode workers
+   alone, prefilling every prompt, are sized too: while they need no more
+   workers than both pools (spares included), the prefill pool is proposed
+   empty. Two pools win when long prompts would make short ones wait behind
+   them: the queue model sees it in the mix's second moment.
 No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
 their minimums. Nothing here can become NaN: rates and predictions are clamped
 to finite values >= 0.
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.predict import KalmanPredictor, Predictor
 from planner.profile import EngineProfile
@@ -61,6 +66,7 @@ class SlaPolicyConfig:
     react_to_measured: bool = False  # scale up at once for a measured rate above the prediction (a burst's onset)
     length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
     spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1)
+    choose_layout: bool = False  # weigh the prefill pool every tick: none while decode workers alone need fewer
 
 
 class SlaPolicy:
@@ -102,19 +108,28 @@ class SlaPolicy:
         ahead = max(self.predictor.predict(now + c.startup_s + (dt or 0.0) * i / 2) for i in range(3))
         steps = max(1, math.ceil(c.startup_s / 5))
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
-        up = self._needs(max(ahead, now_rate, rate if self.config.react_to_measured else 0.0))
-        keep = self._needs(peak * (1 + c.down_headroom))
+        up_rate, keep_rate = max(ahead, now_rate, rate if self.config.react_to_measured else 0.0), peak * (1 + c.down_headroom)
+        up, keep = self._needs(up_rate), self._needs(keep_rate)
         seen = (f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}-{c.startup_s + (dt or 0.0):g}s "
                 f"{ahead:.2f}, peak {peak:.2f}): ")
         spare = c.spare_replicas
+        if c.choose_layout and c.prefill_pool:
+            local = replace(self.workload, remote_share=0.0)  # every prefill on the decode workers
+            up1 = self._needs(up_rate, local)
+            pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(up1.decode, spare)
+            if one <= pools:  # a tie goes to one pool: no KV transfer, one spare, and any worker takes any prompt
+                why = f"decode workers alone need {one}, with a prefill pool {pools}"
+                keep1 = self._needs(keep_rate, local)
+                return {Pool.PREFILL: Proposal(0, seen + why + ": no prefill pool"),
+                        Pool.DECODE: _plan(current.decode, up1.decode, keep1.decode, seen + up1.why_decode, spare)}
         return {
             Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
             Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode, spare),
         }
 
-    def _needs(self, rate: float) -> Needs:
+    def _needs(self, rate: float, workload: Workload | None = None) -> Needs:
         assert self.workload is not None
-        return needs(self.profile, self.workload, rate, self._targets, self.prefill_correction,
+        return needs(self.profile, workload or self.workload, rate, self._targets, self.prefill_correction,
                      self.decode_correction, self._itl)
 
     def _remember(self, t: Traffic, now: float, dt: float | None) -> None:
@@ -168,6 +183,11 @@ class SlaPolicy:
         c = self.config
         sample = min(c.correction_max, max(c.correction_min, sample)) if math.isfinite(sample) else old
         return c.smoothing * sample + (1 - c.smoothing) * old
+
+
+def _workers(x: float, spare: int) -> int:
+    """Whole workers for a fractional need, with the spare a pool that needs any gets."""
+    return math.ceil(x + spare - 1e-9) if x > 0 else 0
 
 
 def _plan(n: int, up: float, keep: float, why: str, spare: int) -> Proposal:

@@ -129,7 +129,7 @@ class PoolSpec(Section):
 
 class PoolLimits(Section):
     min_replicas: Annotated[int, Field(ge=0)] = 1
-    """The planner never scales the pool below this."""
+    """The planner never scales the pool below this. prefill at 0, sla policy: no prefill pool while the decode workers alone, prefilling every prompt, need no more workers than both pools would."""
     max_replicas: Annotated[int, Field(ge=1)] = 4
     """...nor above this."""
 

@@ -13,6 +13,9 @@ Pure. Remote prefill pays a queue hop and a KV transfer. Two rules decide
   prediction, or before the frontend has timed a remote prefill, it is `threshold`.
 
 In both, a queue holding `max_prefill_queue` jobs or more keeps prefill local.
+With no prefill workers, the threshold rule still labels the decision: a short
+prompt is `short_prompt`, a long one `no_prefill_workers` (what a prefill
+worker would have taken; the planner counts those when it weighs a prefill pool).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class Reason(enum.StrEnum):
     SHORT_PROMPT = "short_prompt"  # threshold: uncached part <= max_local_prefill_tokens: local
     PREDICTED_LOCAL = "predicted_local"  # predicted: the decode worker reaches the first token sooner itself
     QUEUE_FULL = "queue_full"  # prefill queue holds >= max_prefill_queue jobs: local
-    NO_PREFILL_WORKERS = "no_prefill_workers"  # the model has no prefill workers: local
+    NO_PREFILL_WORKERS = "no_prefill_workers"  # long enough to go remote, but the model has no prefill workers
     AGGREGATED_WORKER = "aggregated_worker"  # routed to an aggregated worker: it does both
     PREFILL_FAILED = "prefill_failed"  # the remote prefill failed or timed out: fell back to local
 
@@ -106,8 +109,8 @@ def decide_before_queue(worker_role: Role, prefill_workers: int, uncached_tokens
     """
     if worker_role == Role.AGGREGATED:
         return Reason.AGGREGATED_WORKER
-    if prefill_workers == 0:
-        return Reason.NO_PREFILL_WORKERS
+    if prefill_workers == 0:  # what a prefill worker would have taken: the planner sizes a pool from zero on it
+        return Reason.SHORT_PROMPT if uncached_tokens <= policy.max_local_prefill_tokens else Reason.NO_PREFILL_WORKERS
     if policy.rule == "predicted" and local_ttft_s is not None and remote_floor_s is not None:
         return Reason.PREDICTED_LOCAL if remote_floor_s >= local_ttft_s else None
     if uncached_tokens <= policy.max_local_prefill_tokens:

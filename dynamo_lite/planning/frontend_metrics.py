@@ -48,8 +48,9 @@ class FrontendMetricNames:
     remote_prefill_count: str = P + "prefill_queue_seconds_count"
 
 
-REMOTE_ELIGIBLE = ("remote", "queue_full", "prefill_failed")
-"""Disaggregation reasons of requests long and uncached enough for the prefill pool (frontend/disagg.py)."""
+REMOTE_ELIGIBLE = ("remote", "queue_full", "prefill_failed", "no_prefill_workers")
+"""Disaggregation reasons of requests long and uncached enough for the prefill pool, had it room or workers
+(frontend/disagg.py)."""
 
 
 def totals(text: str, model: str, names: FrontendMetricNames = FrontendMetricNames()) -> dict[str, float]:

@@ -49,7 +49,8 @@ def make_policy(p: PlannerSpec, has_prefill: bool = True) -> Policy:
         config = SlaPolicyConfig(ttft_target_s=p.ttft_target_ms / 1000, itl_target_s=p.itl_target_ms / 1000,
                                  startup_s=p.worker_startup_s, down_headroom=p.down_headroom,
                                  prefill_pool=has_prefill, react_to_measured=p.react_to_measured,
-                                 length_window_s=p.length_window_s, spare_replicas=p.spare_replicas)
+                                 length_window_s=p.length_window_s, spare_replicas=p.spare_replicas,
+                                 choose_layout=has_prefill and p.prefill.min_replicas == 0)
         return SlaPolicy(config, profile, make_predictor(p))
     return LoadPolicy(LoadPolicyConfig(
         prefill_queue_up=p.prefill_queue_up, prefill_queue_down=p.prefill_queue_down,

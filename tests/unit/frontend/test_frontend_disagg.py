@@ -28,6 +28,7 @@ POLICY = DisaggPolicy(max_local_prefill_tokens=512, max_prefill_queue=4)
         (Role.DECODE, 2, 5000, 3, Reason.REMOTE),
         (Role.DECODE, 2, 5000, 4, Reason.QUEUE_FULL),
         (Role.DECODE, 0, 5000, 0, Reason.NO_PREFILL_WORKERS),
+        (Role.DECODE, 0, 512, 0, Reason.SHORT_PROMPT),  # no prefill workers: still labelled by the threshold
         (Role.AGGREGATED, 2, 5000, 0, Reason.AGGREGATED_WORKER),
     ],
 )

@@ -111,3 +111,24 @@ def test_zero_traffic_scales_to_the_minimum_without_nan():
             current = d.replicas
             assert "nan" not in d.explain().lower()
         assert current == Replicas(1, 1)
+
+
+def test_a_prefill_pool_that_does_not_pay_for_itself_is_dropped():
+    """choose_layout (planner.prefill.min_replicas 0): 5% of prompts long enough for the prefill pool need
+    0.4 prefill and 0.6 decode workers, each pool + 1 spare: 4; decode workers alone need 0.9 + 1: 2."""
+    mostly_short = traffic(12.0, ((16000.0, 0.05), (300.0, 0.95)), remote=0.05)
+    for choose, expect in ((True, Replicas(0, 2)), (False, Replicas(2, 2))):
+        config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=choose)
+        proposal = SlaPolicy(config, PROFILE).propose(Observation(traffic=mostly_short), Replicas(2, 2), 10.0)
+        assert Replicas(proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == expect, proposal
+        assert ("no prefill pool" in proposal[Pool.PREFILL].reason) is choose
+
+
+def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():
+    """With no prefill workers, the frontend still counts the prompts a prefill pool would take (5% at 60k
+    tokens here). On decode workers alone, the short prompts would queue behind them: within a 0.5 s TTFT,
+    one pool needs 9.7 + 1 workers; a prefill pool for the long ones 3.8 + 1, and decode 1.6 + 1."""
+    config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    long_tail = traffic(12.0, ((60000.0, 0.05), (500.0, 0.95)), remote=0.05)
+    proposal = SlaPolicy(config, PROFILE).propose(Observation(traffic=long_tail), Replicas(0, 6), 10.0)
+    assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (5, 3), proposal

@@ -35,6 +35,17 @@ def test_distribution_and_shares_over_the_interval():
     assert t.remote_prefill_s == pytest.approx(1.0)  # what the prefill pool's correction is fitted to
 
 
+def test_long_prompts_without_prefill_workers_count_towards_the_remote_share():
+    """With no prefill workers the planner must still see what a prefill pool would take, to weigh one."""
+    reg = CollectorRegistry()
+    m = FrontendMetrics(reg)
+    before = totals(generate_latest(reg).decode(), "m")
+    m.requests.labels("m", "completions", "200").inc(4)
+    m.disagg.labels("m", "short_prompt").inc(3)
+    m.disagg.labels("m", "no_prefill_workers").inc(1)
+    assert traffic(before, totals(generate_latest(reg).decode(), "m"), 10.0).remote_share == pytest.approx(0.25)
+
+
 async def test_several_frontend_processes_are_scraped_and_summed_as_one_frontend():
     """`frontend.processes: 2`: each process's own /metrics (real HTTP servers here), summed per scrape."""
     registries = [CollectorRegistry(), CollectorRegistry()]

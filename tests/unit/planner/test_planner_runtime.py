@@ -128,6 +128,11 @@ def test_wiring_from_the_spec():
     assert policy.config.spare_replicas == 2
     default = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla"}})
     assert make_policy(default.planner).config.spare_replicas == 1  # type: ignore[attr-defined]
+    assert not make_policy(default.planner).config.choose_layout  # type: ignore[attr-defined]
+    no_min = {"enabled": True, "policy": "sla", "prefill": {"min_replicas": 0}}
+    no_min_spec = ClusterSpec.model_validate({**spec.model_dump(), "planner": no_min}).planner
+    assert make_policy(no_min_spec).config.choose_layout  # type: ignore[attr-defined]  # the pool may go
+    assert not make_policy(no_min_spec, has_prefill=False).config.choose_layout  # type: ignore[attr-defined]
     seasonal = {"enabled": True, "policy": "sla", "predictor": "seasonal", "season_s": 3600}
     predictor = make_policy(ClusterSpec.model_validate({**spec.model_dump(), "planner": seasonal}).planner).predictor
     assert isinstance(predictor, SeasonalPredictor) and predictor.config == SeasonalConfig(3600, max_harmonics=4)
