@@ -248,10 +248,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
     p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
                    "needs any (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
-    p.add_argument("--choose-layout", action=argparse.BooleanOptionalAction, default=True, help="SLA planner, "
+    p.add_argument("--choose-layout", action=argparse.BooleanOptionalAction, default=False, help="SLA planner, "
                    "conditional P/D: no prefill pool while the decode workers alone need no more workers (the "
-                   "prefill pool's min_replicas 0, as cluster.yaml's planner.prefill.min_replicas: 0); "
-                   "--no-choose-layout: both pools sized, at least one prefill worker")
+                   "prefill pool's min_replicas 0, as cluster.yaml's planner.prefill.min_replicas: 0; default: "
+                   "min_replicas 1, as cluster.yaml's default: both pools sized)")
     p.add_argument("--tail-s", type=float, default=120.0, help="simulate this long after the last arrival at most")
     p.add_argument("--static-sizes", default="", help="static fleets of these sizes only, e.g. 8,16,24,32 "
                    "(default: every size up to the budget)")

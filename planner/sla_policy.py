@@ -32,7 +32,7 @@ Every tick, from the frontend's traffic over the last interval:
 4. with `choose_layout` (the prefill pool's minimum is 0), the decode workers
    alone, prefilling every prompt, are sized too: while they need no more
    workers than both pools (spares included), the prefill pool is proposed
-   empty. Two pools win when long prompts would make short ones wait behind
+   empty, once the decode workers it needs serve. Two pools win when long prompts would make short ones wait behind
    them: the queue model sees it in the mix's second moment.
 No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
 their minimums. Nothing here can become NaN: rates and predictions are clamped
@@ -119,9 +119,15 @@ class SlaPolicy:
             pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(up1.decode, spare)
             if one <= pools:  # a tie goes to one pool: no KV transfer, one spare, and any worker takes any prompt
                 why = f"decode workers alone need {one}, with a prefill pool {pools}"
-                keep1 = self._needs(keep_rate, local)
-                return {Pool.PREFILL: Proposal(0, seen + why + ": no prefill pool"),
-                        Pool.DECODE: _plan(current.decode, up1.decode, keep1.decode, seen + up1.why_decode, spare)}
+                decode = _plan(current.decode, up1.decode, self._needs(keep_rate, local).decode,
+                               seen + up1.why_decode, spare)
+                serving = len(obs.decode)  # decode workers reporting load: started, not starting
+                if current.prefill and serving < decode.replicas:  # make before break
+                    prefill = Proposal(current.prefill, f"{seen}{why}: the prefill pool kept until the decode "
+                                                        f"workers serve ({serving} of {decode.replicas})")
+                else:
+                    prefill = Proposal(0, seen + why + ": no prefill pool")
+                return {Pool.PREFILL: prefill, Pool.DECODE: decode}
         return {
             Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
             Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode, spare),

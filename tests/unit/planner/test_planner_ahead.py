@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from planner import EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig
+from planner import DecodeLoad, EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig
 from planner import Pool, Traffic, VirtualClock
 from planner.predict import SeasonalConfig, SeasonalPredictor
 from planner.sizing import Targets, Workload, needs, split
@@ -117,11 +117,19 @@ def test_a_prefill_pool_that_does_not_pay_for_itself_is_dropped():
     """choose_layout (planner.prefill.min_replicas 0): 5% of prompts long enough for the prefill pool need
     0.4 prefill and 0.6 decode workers, each pool + 1 spare: 4; decode workers alone need 0.9 + 1: 2."""
     mostly_short = traffic(12.0, ((16000.0, 0.05), (300.0, 0.95)), remote=0.05)
+    serving = tuple(DecodeLoad(f"d{i}", kv_usage=0.5, waiting=0, running=8) for i in range(2))
     for choose, expect in ((True, Replicas(0, 2)), (False, Replicas(2, 2))):
         config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=choose)
-        proposal = SlaPolicy(config, PROFILE).propose(Observation(traffic=mostly_short), Replicas(2, 2), 10.0)
+        obs = Observation(decode=serving, traffic=mostly_short)
+        proposal = SlaPolicy(config, PROFILE).propose(obs, Replicas(2, 2), 10.0)
         assert Replicas(proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == expect, proposal
         assert ("no prefill pool" in proposal[Pool.PREFILL].reason) is choose
+    # Make before break: while the second decode worker is still starting, the prefill workers stay.
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    proposal = SlaPolicy(config, PROFILE).propose(Observation(decode=serving[:1], traffic=mostly_short),
+                                                  Replicas(2, 2), 10.0)
+    assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (2, 2), proposal
+    assert "kept until the decode workers serve (1 of 2)" in proposal[Pool.PREFILL].reason
 
 
 def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():
