@@ -108,35 +108,50 @@ class SlaPolicy:
         ahead = max(self.predictor.predict(now + c.startup_s + (dt or 0.0) * i / 2) for i in range(3))
         steps = max(1, math.ceil(c.startup_s / 5))
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
-        up_rate, keep_rate = max(ahead, now_rate, rate if self.config.react_to_measured else 0.0), peak * (1 + c.down_headroom)
+        up_rate = max(ahead, now_rate, rate if self.config.react_to_measured else 0.0)
+        keep_rate = peak * (1 + c.down_headroom)
         up, keep = self._needs(up_rate), self._needs(keep_rate)
         seen = (f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}-{c.startup_s + (dt or 0.0):g}s "
                 f"{ahead:.2f}, peak {peak:.2f}): ")
         spare = c.spare_replicas
         if c.choose_layout and c.prefill_pool:
-            local = replace(self.workload, remote_share=0.0)  # every prefill on the decode workers
-            up1 = self._needs(up_rate, local)
-            pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(up1.decode, spare)
-            if one <= pools:  # a tie goes to one pool: no KV transfer, one spare, and any worker takes any prompt
-                why = f"decode workers alone need {one}, with a prefill pool {pools}"
-                decode = _plan(current.decode, up1.decode, self._needs(keep_rate, local).decode,
-                               seen + up1.why_decode, spare)
-                serving = len(obs.decode)  # decode workers reporting load: started, not starting
-                if current.prefill and serving < decode.replicas:  # make before break
-                    prefill = Proposal(current.prefill, f"{seen}{why}: the prefill pool kept until the decode "
-                                                        f"workers serve ({serving} of {decode.replicas})")
-                else:
-                    prefill = Proposal(0, seen + why + ": no prefill pool")
-                return {Pool.PREFILL: prefill, Pool.DECODE: decode}
+            one_pool = self._one_pool(obs, current, up, up_rate, keep_rate, seen)
+            if one_pool is not None:
+                return one_pool
         return {
             Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
             Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode, spare),
         }
 
-    def _needs(self, rate: float, workload: Workload | None = None) -> Needs:
+    def _one_pool(self, obs: Observation, current: Replicas, up: Needs, up_rate: float, keep_rate: float,
+                  seen: str) -> dict[Pool, Proposal] | None:
+        """choose_layout: the proposals without a prefill pool, if decode workers alone need no more workers
+        than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt);
+        None: keep both. Every prefill then runs on the decode workers, sized at the profile's speed: the
+        prefill correction is the prefill pool's (fitted to its remote prefills), and says nothing of decode
+        workers prefilling alone."""
         assert self.workload is not None
-        return needs(self.profile, workload or self.workload, rate, self._targets, self.prefill_correction,
-                     self.decode_correction, self._itl)
+        spare = self.config.spare_replicas
+        local = replace(self.workload, remote_share=0.0)
+        alone = self._needs(up_rate, local, prefill_correction=1.0)
+        pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(alone.decode, spare)
+        if one > pools:
+            return None
+        why = f"decode workers alone need {one}, with a prefill pool {pools}"
+        decode = _plan(current.decode, alone.decode, self._needs(keep_rate, local, 1.0).decode,
+                       seen + alone.why_decode, spare)
+        serving = len(obs.decode)  # decode workers reporting load: started, not starting
+        if current.prefill and serving < decode.replicas:  # make before break
+            return {Pool.PREFILL: Proposal(current.prefill, f"{seen}{why}: the prefill pool kept until the decode "
+                                                            f"workers serve ({serving} of {decode.replicas})"),
+                    Pool.DECODE: decode}
+        return {Pool.PREFILL: Proposal(0, seen + why + ": no prefill pool"), Pool.DECODE: decode}
+
+    def _needs(self, rate: float, workload: Workload | None = None, prefill_correction: float | None = None) -> Needs:
+        assert self.workload is not None
+        pc = self.prefill_correction if prefill_correction is None else prefill_correction
+        return needs(self.profile, workload or self.workload, rate, self._targets, pc, self.decode_correction,
+                     self._itl)
 
     def _remember(self, t: Traffic, now: float, dt: float | None) -> None:
         a, old = self.config.smoothing, self.workload

@@ -140,3 +140,17 @@ def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():
     long_tail = traffic(12.0, ((60000.0, 0.05), (500.0, 0.95)), remote=0.05)
     proposal = SlaPolicy(config, PROFILE).propose(Observation(traffic=long_tail), Replicas(0, 6), 10.0)
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (5, 3), proposal
+
+
+def test_decode_workers_alone_are_sized_at_the_profiles_prefill_speed():
+    """The prefill correction is fitted to the prefill pool's remote prefills. Decode workers prefilling every
+    prompt are not what it measured: at 40 req/s of mostly short prompts they need 3.1 + 1 workers at the
+    profile's speed, and would be sized 2.4 + 1 with a correction of 0.5 carried over."""
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    busy = traffic(40.0, ((16000.0, 0.05), (300.0, 0.95)), remote=0.05)
+    serving = tuple(DecodeLoad(f"d{i}", kv_usage=0.5, waiting=0, running=8) for i in range(5))
+    for correction in (1.0, 0.5):
+        policy = SlaPolicy(config, PROFILE)
+        policy.prefill_correction = correction
+        proposal = policy.propose(Observation(decode=serving, traffic=busy), Replicas(0, 5), 10.0)
+        assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, 5), (correction, proposal)
