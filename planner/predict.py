@@ -6,7 +6,10 @@ load it was asked for arrives.
 Two models, chosen by `planner.predictor` in cluster.yaml:
 - `KalmanPredictor`: a local linear trend (level and slope) tracked by a Kalman
   filter. It needs no knowledge of the load's shape; it extrapolates the slope,
-  so it lags a turning point by about its own smoothing time.
+  so it lags a turning point by about its own smoothing time. A sample far off
+  its prediction (5 standard deviations, or 1.5 three times in a row on the same
+  side) restarts it from that sample: a load that starts or steps is a new
+  level, not a trend to follow.
 - `SeasonalPredictor`: trend plus seasonality, a least-squares fit of
   level + slope * t + sum over k of a_k sin(k w t) + b_k cos(k w t) over the
   last `window_s`, for a load whose period is known (a daily cycle, a batch
@@ -58,6 +61,9 @@ class KalmanConfig:
     accel_noise: float = 3e-7  # spectral density of the slope's random walk, relative to the level squared (1/s^3)
     observation_noise: float = 0.05  # relative noise of a sample when the caller gives no variance (std / level)
     floor: float = 0.1  # level below which the relative noises are taken at this level (a quiet signal)
+    jump_sigmas: float = 5.0  # a sample this many standard deviations off the prediction: the level changed
+    drift_sigmas: float = 1.5  # ... or `drift_samples` in a row this far off, on the same side
+    drift_samples: int = 3
 
 
 class KalmanPredictor:
@@ -69,14 +75,14 @@ class KalmanPredictor:
         self.level = 0.0
         self.slope = 0.0
         self._p = [[1.0, 0.0], [0.0, 1.0]]  # state covariance
+        self._off = 0  # samples in a row beyond drift_sigmas, signed by side
 
     def observe(self, t: float, value: float, variance: float | None = None) -> None:
         value = _clean(value)
         scale = max(abs(self.level), abs(value), self.config.floor)
         r = variance if variance is not None and variance > 0 else (self.config.observation_noise * scale) ** 2
         if self._t is None:
-            self._t, self.level, self.slope = t, value, 0.0
-            self._p = [[r, 0.0], [0.0, r / 100.0]]
+            self._start(t, value, r)
             return
         dt = max(t - self._t, 1e-9)
         self._t = t
@@ -86,10 +92,14 @@ class KalmanPredictor:
         q = self.config.accel_noise * scale * scale
         p00, p01, p11 = (p00 + dt * (p01 + p10) + dt * dt * p11 + q * dt ** 3 / 3,
                          p01 + dt * p11 + q * dt * dt / 2, p11 + q * dt)
-        # Update with the sample.
+        # Update with the sample, unless it says the level changed: a load that starts (from nothing, after a
+        # quiet night) or steps is not a trend the smoothed slope may take minutes to follow.
         s = p00 + r
-        k0, k1 = p00 / s, p01 / s
         innovation = value - level
+        if self._changed(innovation / math.sqrt(s)):
+            self._start(t, value, r)
+            return
+        k0, k1 = p00 / s, p01 / s
         self.level, self.slope = level + k0 * innovation, slope + k1 * innovation
         self._p = [[(1 - k0) * p00, (1 - k0) * p01], [p01 - k1 * p00, p11 - k1 * p01]]
 
@@ -97,6 +107,17 @@ class KalmanPredictor:
         if self._t is None:
             return 0.0
         return _clean(self.level + self.slope * max(0.0, t - self._t))
+
+    def _start(self, t: float, value: float, r: float) -> None:
+        self._t, self.level, self.slope, self._off = t, value, 0.0, 0
+        self._p = [[r, 0.0], [0.0, r / 100.0]]
+
+    def _changed(self, z: float) -> bool:
+        """Whether a sample `z` standard deviations off the prediction ends the current level."""
+        c = self.config
+        side = 1 if z > c.drift_sigmas else -1 if z < -c.drift_sigmas else 0
+        self._off = self._off + side if side and self._off * side >= 0 else side
+        return abs(z) > c.jump_sigmas or abs(self._off) >= c.drift_samples
 
 
 @dataclass(frozen=True, slots=True)
