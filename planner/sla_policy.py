@@ -127,18 +127,18 @@ class SlaPolicy:
                   seen: str) -> dict[Pool, Proposal] | None:
         """choose_layout: the proposals without a prefill pool, if decode workers alone need no more workers
         than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt);
-        None: keep both. Every prefill then runs on the decode workers, sized at the profile's speed: the
-        prefill correction is the prefill pool's (fitted to its remote prefills), and says nothing of decode
-        workers prefilling alone."""
+        None: keep both. Every prefill then runs on the decode workers, no faster than the profile's lone
+        prefill nor than the prefill pool's measured one (its correction, fitted to remote prefills run up to
+        `prefill_concurrency` at a time): a decode worker prefills between its decode steps."""
         assert self.workload is not None
         spare = self.config.spare_replicas
-        local = replace(self.workload, remote_share=0.0)
-        alone = self._needs(up_rate, local, prefill_correction=1.0)
+        local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)
+        alone = self._needs(up_rate, local, correction)
         pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(alone.decode, spare)
         if one > pools:
             return None
         why = f"decode workers alone need {one}, with a prefill pool {pools}"
-        decode = _plan(current.decode, alone.decode, self._needs(keep_rate, local, 1.0).decode,
+        decode = _plan(current.decode, alone.decode, self._needs(keep_rate, local, correction).decode,
                        seen + alone.why_decode, spare)
         serving = len(obs.decode)  # decode workers reporting load: started, not starting
         if current.prefill and serving < decode.replicas:  # make before break

@@ -142,15 +142,16 @@ def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (5, 3), proposal
 
 
-def test_decode_workers_alone_are_sized_at_the_profiles_prefill_speed():
-    """The prefill correction is fitted to the prefill pool's remote prefills. Decode workers prefilling every
-    prompt are not what it measured: at 40 req/s of mostly short prompts they need 3.1 + 1 workers at the
-    profile's speed, and would be sized 2.4 + 1 with a correction of 0.5 carried over."""
+def test_decode_workers_alone_prefill_no_faster_than_the_profile_nor_the_prefill_pool():
+    """The prefill correction is fitted to the prefill pool's remote prefills. A decode worker prefills between
+    its decode steps: no faster than the profile's lone prefill, nor than the prefill pool measured. At 40 req/s
+    of mostly short prompts, decode workers alone need 3.1 + 1 at the profile's speed (a pool measured faster,
+    0.5, would size them 2.4 + 1), and 5.0 + 1 where the prefill pool measured twice the profile's times."""
     config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
     busy = traffic(40.0, ((16000.0, 0.05), (300.0, 0.95)), remote=0.05)
-    serving = tuple(DecodeLoad(f"d{i}", kv_usage=0.5, waiting=0, running=8) for i in range(5))
-    for correction in (1.0, 0.5):
+    serving = tuple(DecodeLoad(f"d{i}", kv_usage=0.5, waiting=0, running=8) for i in range(6))
+    for correction, decode in ((1.0, 5), (0.5, 5), (2.0, 7)):
         policy = SlaPolicy(config, PROFILE)
         policy.prefill_correction = correction
         proposal = policy.propose(Observation(decode=serving, traffic=busy), Replicas(0, 5), 10.0)
-        assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, 5), (correction, proposal)
+        assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, decode), (correction, proposal)
