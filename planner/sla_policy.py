@@ -32,8 +32,10 @@ Every tick, from the frontend's traffic over the last interval:
 4. with `choose_layout` (the prefill pool's minimum is 0), the decode workers
    alone, prefilling every prompt, are sized too: while they need no more
    workers than both pools (spares included), the prefill pool is proposed
-   empty, once the decode workers it needs serve. Two pools win when long prompts would make short ones wait behind
-   them: the queue model sees it in the mix's second moment.
+   empty, once the decode workers it needs serve; back to two pools only
+   when they need two workers fewer. Two pools win when long prompts would
+   make short ones wait behind them: the queue model sees it in the mix's
+   second moment.
 No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
 their minimums. Nothing here can become NaN: rates and predictions are clamped
 to finite values >= 0.
@@ -79,6 +81,7 @@ class SlaPolicy:
         self.prefill_correction = 1.0
         self.decode_correction = 1.0
         self.workload: Workload | None = None
+        self.one_pool = False  # choose_layout: the last tick proposed no prefill pool
         self.rate = 0.0  # the last measured rate
         self._itl: float | None = None
         self._last_tick: float | None = None
@@ -126,16 +129,18 @@ class SlaPolicy:
     def _one_pool(self, obs: Observation, current: Replicas, up: Needs, up_rate: float, keep_rate: float,
                   seen: str) -> dict[Pool, Proposal] | None:
         """choose_layout: the proposals without a prefill pool, if decode workers alone need no more workers
-        than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt);
-        None: keep both. Every prefill then runs on the decode workers, no faster than the profile's lone
-        prefill nor than the prefill pool's measured one (its correction, fitted to remote prefills run up to
-        `prefill_concurrency` at a time): a decode worker prefills between its decode steps."""
+        than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt), or,
+        once one pool is chosen, unless both pools need two workers fewer (a layout is not changed back and
+        forth for one worker: each change starts workers); None: keep both. Every prefill then runs on the decode workers, no faster than the profile's lone
+        prefill nor than the prefill pool's measured one (its correction, fitted to remote prefills, several
+        at a time on a prefill worker): a decode worker prefills between its decode steps."""
         assert self.workload is not None
         spare = self.config.spare_replicas
         local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)
         alone = self._needs(up_rate, local, correction)
         pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(alone.decode, spare)
-        if one > pools:
+        self.one_pool = one <= pools + (1 if self.one_pool else 0)
+        if not self.one_pool:
             return None
         why = f"decode workers alone need {one}, with a prefill pool {pools}"
         decode = _plan(current.decode, alone.decode, self._needs(keep_rate, local, correction).decode,

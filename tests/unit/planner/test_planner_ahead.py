@@ -155,3 +155,34 @@ def test_decode_workers_alone_prefill_no_faster_than_the_profile_nor_the_prefill
         policy.prefill_correction = correction
         proposal = policy.propose(Observation(decode=serving, traffic=busy), Replicas(0, 5), 10.0)
         assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, decode), (correction, proposal)
+
+
+class Constant:
+    """A forecast with a known answer: `rate`, whatever was seen."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+
+    def observe(self, t: float, value: float, variance: float | None = None) -> None:
+        pass
+
+    def predict(self, t: float) -> float:
+        return self.rate
+
+
+def test_the_layout_is_not_changed_back_for_one_worker():
+    """Within a 0.5 s TTFT, with 5% of prompts at 60k tokens: at 3 req/s one pool and two need 4 workers each
+    (a tie: one pool); at 5 req/s one pool needs 6 and two 5, so a planner that has no prefill pool keeps it
+    so, while one that has both keeps both; at 7.5 req/s two pools need 6 against 8, and it builds them."""
+    config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    long_tail = traffic(5.0, ((60000.0, 0.05), (500.0, 0.95)), remote=0.05)
+    forecast = Constant(3.0)
+    policy = SlaPolicy(config, PROFILE, forecast)
+    layouts = []
+    for t, rate in ((10.0, 3.0), (20.0, 5.0), (30.0, 7.5)):
+        forecast.rate = rate
+        proposal = policy.propose(Observation(traffic=long_tail), Replicas(0, 4), t)
+        layouts.append(proposal[Pool.PREFILL].replicas > 0)
+    assert layouts == [False, False, True]
+    fresh = SlaPolicy(config, PROFILE, Constant(5.0)).propose(Observation(traffic=long_tail), Replicas(1, 4), 10.0)
+    assert fresh[Pool.PREFILL].replicas > 0, fresh  # both pools kept: one pool is a worker more
