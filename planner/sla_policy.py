@@ -217,10 +217,10 @@ def _workers(x: float, spare: int) -> int:
 
 
 def _plan(n: int, up: float, keep: float, why: str, spare: int) -> Proposal:
+    want_up, want_keep = _workers(up, spare), _workers(keep, spare)
     if spare and (up > 0 or keep > 0):  # a pool that needs no worker gets no spare one
         up, keep = (x + spare if x > 0 else x for x in (up, keep))
         why += f"; + {spare} spare"
-    want_up, want_keep = math.ceil(up - 1e-9), math.ceil(keep - 1e-9)
     if want_up > n:
         return Proposal(want_up, f"{why} -> {up:.2f} replicas ahead")
     if want_keep < n:

@@ -4,6 +4,7 @@ start-up ahead, scale-down only when the predicted peak fits, and the minimum at
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from planner import DecodeLoad, EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig
 from planner import Pool, Traffic, VirtualClock
@@ -58,17 +59,17 @@ def test_scales_up_for_the_rate_one_startup_ahead():
     raise AssertionError("not reached")
 
 
-class KnownStep:
-    """A forecast with a known answer: 2 req/s, then 10 from `at` on."""
+class Known:
+    """A forecast with a known answer, `rate_at(t)`, whatever was seen."""
 
-    def __init__(self, at: float) -> None:
-        self.at = at
+    def __init__(self, rate_at: Callable[[float], float]) -> None:
+        self.rate_at = rate_at
 
     def observe(self, t: float, value: float, variance: float | None = None) -> None:
         pass
 
     def predict(self, t: float) -> float:
-        return 10.0 if t >= self.at else 2.0
+        return self.rate_at(t)
 
 
 def test_a_rise_between_two_ticks_is_sized_for_at_the_first():
@@ -76,7 +77,7 @@ def test_a_rise_between_two_ticks_is_sized_for_at_the_first():
     # A rise at 45 s must be met by the worker asked for at 10 s.
     config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, startup_s=30)
     for at, expect in ((45.0, 10.0), (55.0, 2.0)):
-        policy = SlaPolicy(config, PROFILE, KnownStep(at))
+        policy = SlaPolicy(config, PROFILE, Known(lambda t, at=at: 10.0 if t >= at else 2.0))  # 2 req/s, then 10
         policy.propose(Observation(traffic=traffic(2.0)), Replicas(1, 1), 0.0)
         proposal = policy.propose(Observation(traffic=traffic(2.0)), Replicas(1, 1), 10.0)
         sized = needs(PROFILE, policy.workload, expect, T)  # type: ignore[arg-type]
@@ -157,32 +158,19 @@ def test_decode_workers_alone_prefill_no_faster_than_the_profile_nor_the_prefill
         assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, decode), (correction, proposal)
 
 
-class Constant:
-    """A forecast with a known answer: `rate`, whatever was seen."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-
-    def observe(self, t: float, value: float, variance: float | None = None) -> None:
-        pass
-
-    def predict(self, t: float) -> float:
-        return self.rate
-
-
 def test_the_layout_is_not_changed_back_for_one_worker():
     """Within a 0.5 s TTFT, with 5% of prompts at 60k tokens: at 3 req/s one pool and two need 4 workers each
     (a tie: one pool); at 5 req/s one pool needs 6 and two 5, so a planner that has no prefill pool keeps it
     so, while one that has both keeps both; at 7.5 req/s two pools need 6 against 8, and it builds them."""
     config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
     long_tail = traffic(5.0, ((60000.0, 0.05), (500.0, 0.95)), remote=0.05)
-    forecast = Constant(3.0)
-    policy = SlaPolicy(config, PROFILE, forecast)
+    rate = {"now": 3.0}
+    policy = SlaPolicy(config, PROFILE, Known(lambda t: rate["now"]))
     layouts = []
-    for t, rate in ((10.0, 3.0), (20.0, 5.0), (30.0, 7.5)):
-        forecast.rate = rate
+    for t, now in ((10.0, 3.0), (20.0, 5.0), (30.0, 7.5)):
+        rate["now"] = now
         proposal = policy.propose(Observation(traffic=long_tail), Replicas(0, 4), t)
         layouts.append(proposal[Pool.PREFILL].replicas > 0)
     assert layouts == [False, False, True]
-    fresh = SlaPolicy(config, PROFILE, Constant(5.0)).propose(Observation(traffic=long_tail), Replicas(1, 4), 10.0)
+    fresh = SlaPolicy(config, PROFILE, Known(lambda t: 5.0)).propose(Observation(traffic=long_tail), Replicas(1, 4), 10.0)
     assert fresh[Pool.PREFILL].replicas > 0, fresh  # both pools kept: one pool is a worker more
