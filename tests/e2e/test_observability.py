@@ -47,11 +47,13 @@ def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert up.stdout is not None
+        printed = []
         for line in up.stdout:
+            printed.append(line)
             if "is up" in line:
                 break
         else:
-            raise AssertionError(f"orchestrator up exited with {up.wait()}")
+            raise AssertionError(f"orchestrator up exited with {up.wait()}:\n{''.join(printed[-40:])}")
         state = msgspec.json.decode((tmp_path / "state" / "cluster.json").read_bytes(), type=ClusterState)
         assert any(p.name == "prometheus" for p in state.processes)
         prometheus = f"http://127.0.0.1:{prom_port}"
