@@ -122,7 +122,8 @@ def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Pl
                                  startup_s=args.startup_s, down_headroom=args.down_headroom,
                                  prefill_pool=not run.aggregated, react_to_measured=True,
                                  length_window_s=args.length_window_s, spare_replicas=args.spare_replicas,
-                                 choose_layout=args.choose_layout and not run.aggregated)
+                                 choose_layout=args.choose_layout and not run.aggregated,
+                                 forecast_margin=args.forecast_margin)
         policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile, args.max_harmonics))
         return Planner(policy, limits, VirtualClock())
     limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, max_step=args.max_step,
@@ -248,6 +249,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
     p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
                    "needs any (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
+    p.add_argument("--forecast-margin", type=float, default=0.95, help="SLA planner: scale up for the prediction "
+                   "+ this quantile of its errors one start-up ahead (cluster.yaml's planner.forecast_margin, "
+                   "default 0.95; 0: the prediction alone)")
     p.add_argument("--choose-layout", action=argparse.BooleanOptionalAction, default=False, help="SLA planner, "
                    "conditional P/D: no prefill pool while the decode workers alone need no more workers (the "
                    "prefill pool's min_replicas 0, as cluster.yaml's planner.prefill.min_replicas: 0; default: "

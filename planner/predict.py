@@ -22,6 +22,8 @@ Two models, chosen by `planner.predictor` in cluster.yaml:
   harmonic (with less than a quarter period, the trend only), and predicts
   at least what it saw one period before: a burst seen once comes again.
 `LastValue` predicts what it saw (no prediction: the reactive baseline).
+`ForecastErrors` measures how far the load came above what a predictor said one
+start-up before: the margin the SLA policy sizes for on top of the prediction.
 All are pure: time is passed in. Every prediction is finite and >= 0 (a signal
 that was always 0 predicts 0: the planner then sits at its minimum).
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Protocol
 
 
@@ -230,6 +233,48 @@ class SeasonalPredictor:
         back, spacing = t - self.config.period_s, (last - first) / (len(self._samples) - 1)
         near = [v for s, v, _ in self._samples if abs(s - back) <= spacing * (1 + 1e-9)]
         return sum(near) / len(near) if near else None
+
+
+class ForecastErrors:
+    """How far the load came above its forecast: the `quantile` of the errors (measured minus predicted
+    rate) of the forecasts made `horizon_s` ahead, over the last `window_s`. A predictor that cannot know
+    a burst (kalman, last value) misses it by the burst's height every time one comes; this is what lets
+    the planner carry that much more ahead of the next one, and no more once its forecasts come true.
+    A rate counted over an interval misses by its counting noise alone (Poisson: variance rate /
+    interval), which the queueing model already sizes for: that share, at the same quantile, is taken
+    off in quadrature. 0 until `min_errors` forecasts are settled; never negative, never NaN."""
+
+    def __init__(self, quantile: float, window_s: float, min_errors: int = 6) -> None:
+        if not 0.0 < quantile < 1.0:
+            raise ValueError("a forecast-error quantile is in (0, 1)")
+        self.quantile, self.window_s, self.min_errors = quantile, window_s, min_errors
+        self._z = NormalDist().inv_cdf(quantile)
+        self._forecasts: deque[tuple[float, float]] = deque()  # (for time, predicted), in time order
+        self._errors: deque[tuple[float, float, float]] = deque()  # (settled at, error, counting variance)
+
+    def forecast(self, for_t: float, predicted: float) -> None:
+        """A forecast of the rate at `for_t`, settled by the first rate measured at or after it."""
+        self._forecasts.append((for_t, _clean(predicted)))
+
+    def measured(self, now: float, rate: float, interval_s: float | None) -> None:
+        """The rate measured over the interval that ends at `now`."""
+        variance = max(rate, 0.1) / interval_s if interval_s else 0.0
+        while self._forecasts and self._forecasts[0][0] <= now:
+            _, predicted = self._forecasts.popleft()
+            error = _clean(rate) - predicted
+            if math.isfinite(error):
+                self._errors.append((now, error, variance))
+        while self._errors and self._errors[0][0] < now - self.window_s:
+            self._errors.popleft()
+
+    def margin(self) -> float:
+        """The rate to carry above the forecast (requests/s)."""
+        if len(self._errors) < self.min_errors:
+            return 0.0
+        errors = sorted(e for _, e, _ in self._errors)
+        high = errors[min(len(errors) - 1, int(self.quantile * len(errors)))]
+        noise = self._z * math.sqrt(sum(v for _, _, v in self._errors) / len(self._errors))
+        return math.sqrt(high * high - noise * noise) if high > noise else 0.0
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:

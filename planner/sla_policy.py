@@ -25,6 +25,12 @@ Every tick, from the frontend's traffic over the last interval:
      serves only then, and one asked at the next tick an interval later;
    - keep: the highest rate predicted over the next `startup_s`, plus
      `down_headroom`: a worker removed now cannot be back sooner.
+   With `forecast_margin` (a quantile q), `up` also carries the q-quantile of
+   how far the measured rate came above the forecasts made one start-up
+   before it, over the last `forecast_margin_window_s` (`ForecastErrors`):
+   a predictor that does not see bursts coming misses each by its height,
+   and the pools then carry that much ahead of the next; one that predicts
+   well is given little.
    Each pool that needs any worker gets `spare_replicas` more at both rates
    (N+1): the queueing model sizes for the mean TTFT, and a pool sized so,
    one or two workers in a trough, misses when two long prompts come together.
@@ -47,7 +53,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, replace
 
-from planner.predict import KalmanPredictor, Predictor
+from planner.predict import ForecastErrors, KalmanPredictor, Predictor
 from planner.profile import EngineProfile
 from planner.sizing import Needs, Targets, Workload, fit_prefill_correction, needs, predicted_ttft_s
 from planner.types import Observation, Pool, Proposal, Replicas, Traffic
@@ -69,6 +75,8 @@ class SlaPolicyConfig:
     length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
     spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1)
     choose_layout: bool = False  # weigh the prefill pool every tick: none while decode workers alone need fewer
+    forecast_margin: float = 0.0  # scale up for the forecast + this quantile of its errors one start-up ahead; 0: off
+    forecast_margin_window_s: float = 600.0  # ... of the forecasts settled over this long
 
 
 class SlaPolicy:
@@ -86,6 +94,9 @@ class SlaPolicy:
         self._itl: float | None = None
         self._last_tick: float | None = None
         self._lengths = LengthWindow(config.length_window_s)
+        self.errors = ForecastErrors(config.forecast_margin, config.forecast_margin_window_s) \
+            if config.forecast_margin > 0 else None
+        self.margin = 0.0  # the last tick's forecast margin (requests/s)
         self._targets = Targets(config.ttft_target_s, config.itl_target_s, config.max_utilization, config.kv_headroom)
 
     def propose(self, obs: Observation, current: Replicas, now: float) -> dict[Pool, Proposal]:
@@ -95,6 +106,8 @@ class SlaPolicy:
         rate = t.request_rate if t is not None and math.isfinite(t.request_rate) and t.request_rate > 0 else 0.0
         self.rate = rate
         self.predictor.observe(now, rate, max(rate, 0.1) / dt if dt else None)  # Poisson noise of a count
+        if self.errors is not None:
+            self.errors.measured(now, rate, dt)
         if rate == 0.0:
             idle = Proposal(0, "no traffic")
             return {Pool.PREFILL: idle, Pool.DECODE: idle}
@@ -111,11 +124,15 @@ class SlaPolicy:
         ahead = max(self.predictor.predict(now + c.startup_s + (dt or 0.0) * i / 2) for i in range(3))
         steps = max(1, math.ceil(c.startup_s / 5))
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
-        up_rate = max(ahead, now_rate, rate if self.config.react_to_measured else 0.0)
+        if self.errors is not None:
+            self.errors.forecast(now + c.startup_s, self.predictor.predict(now + c.startup_s))
+            self.margin = self.errors.margin()
+        up_rate = max(ahead + self.margin, now_rate, rate if self.config.react_to_measured else 0.0)
         keep_rate = peak * (1 + c.down_headroom)
         up, keep = self._needs(up_rate), self._needs(keep_rate)
+        margin = f" + {self.margin:.2f} forecast margin" if self.margin else ""
         seen = (f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}-{c.startup_s + (dt or 0.0):g}s "
-                f"{ahead:.2f}, peak {peak:.2f}): ")
+                f"{ahead:.2f}{margin}, peak {peak:.2f}): ")
         spare = c.spare_replicas
         if c.choose_layout and c.prefill_pool:
             one_pool = self._one_pool(obs, current, up, up_rate, keep_rate, seen)

@@ -197,6 +197,10 @@ class PlannerSpec(Section):
     """sla policy: size from the prompt lengths (and cached and remote shares) of the requests of the last this many seconds; 0: the last interval's only."""
     spare_replicas: Annotated[int, Field(ge=0)] = 1
     """sla policy: workers added to each pool that needs any, beyond what the targets size it for (N+1): a small pool sized for the mean TTFT misses when long prompts come together."""
+    forecast_margin: Annotated[float, Field(ge=0, lt=1)] = 0.95
+    """sla policy: scale up for the predicted rate plus this quantile of how far the measured rate came above the predictions made one worker_startup_s before it (a predictor that does not see bursts coming misses each by its height: the pools carry that much ahead of the next). 0: the prediction alone."""
+    forecast_margin_window_s: Annotated[float, Field(gt=0)] = 600.0
+    """sla policy: forecast_margin is taken over the predictions settled in the last this many seconds."""
     profile: str | None = None
     """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
     metrics_port: Port = 0

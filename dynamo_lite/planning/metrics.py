@@ -39,6 +39,8 @@ class PlannerMetrics:
                                  ["pool", "direction"], registry=r)
         self.correction = Gauge(P + "correction_factor", "SLA policy: observed over predicted latency", ["pool"],
                                 registry=r)
+        self.forecast_margin = Gauge(P + "forecast_margin", "SLA policy: requests/s planned above the predicted "
+                                     "rate, from how far the rate came above its predictions", registry=r)
         self.scale_failures = Counter(P + "scale_failures", "Scaling actions that failed", registry=r)
         self.dry_run = Gauge(P + "dry_run", "1 when decisions are only logged", registry=r)
 

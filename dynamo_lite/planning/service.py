@@ -102,6 +102,7 @@ class PlannerService:
         if isinstance(self.planner.policy, SlaPolicy):
             self.metrics.correction.labels(pool=Pool.PREFILL.value).set(self.planner.policy.prefill_correction)
             self.metrics.correction.labels(pool=Pool.DECODE.value).set(self.planner.policy.decode_correction)
+            self.metrics.forecast_margin.set(self.planner.policy.margin)
         self.decisions = [*self.decisions[-99:], decision]
         if decision.changed:
             log.info("planner%s: %s", " (dry run)" if self.dry_run else "", decision.explain())

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from planner.predict import KalmanConfig, KalmanPredictor, LastValue, SeasonalConfig, SeasonalPredictor
+from planner.predict import ForecastErrors, KalmanConfig, KalmanPredictor, LastValue, SeasonalConfig, SeasonalPredictor
 
 
 def feed(p, f, until: float, every: float = 10.0, noise: float = 0.0, seed: int = 0) -> None:
@@ -162,3 +162,46 @@ def test_kalman_takes_a_step_at_once_and_smooths_noise_as_before():
     assert err < 1.03 * run(KalmanConfig(jump_sigmas=math.inf, drift_samples=1 << 30))[1]
     p.observe(10_000.0, 8.0, 0.8)  # x4: 15 standard deviations off
     assert p.predict(10_030.0) == pytest.approx(8.0, rel=0.05)
+
+
+def settle(errors: ForecastErrors, measured, until: float, predicted: float = 3.0, every: float = 10.0,
+           start: float = 0.0) -> None:
+    """Forecasts of `predicted` one start-up (30 s) ahead, each settled by the rate measured then."""
+    t = start
+    while t <= until:
+        errors.measured(t, measured(t), every)
+        errors.forecast(t + 30.0, predicted)
+        t += every
+
+
+def test_forecast_margin_is_how_far_the_bursts_came_above_the_forecast():
+    """A forecast of 3 req/s, and a burst to 6.6 for 60 s in every 240: a quarter of the forecasts miss by
+    3.6. At the 0.95 quantile that is the margin, less the counting noise of a 10 s count at that quantile
+    (1.645 x the root of the mean variance, (0.75 x 3 + 0.25 x 6.6) / 10 = 0.39): 3.45."""
+    errors = ForecastErrors(0.95, window_s=600)
+    settle(errors, lambda t: 6.6 if t % 240 < 60 else 3.0, 1200)
+    assert errors.margin() == pytest.approx(math.sqrt(3.6 ** 2 - 1.645 ** 2 * 0.39), rel=0.01)
+    assert ForecastErrors(0.5, window_s=600).margin() == 0.0  # nothing settled yet
+
+
+def test_forecast_margin_of_a_forecast_that_comes_true_is_only_counting_noise_taken_off():
+    """The right forecast, measured with a count's Poisson noise: the 0.95 quantile of the errors alone would be
+    1.645 x sqrt(5 / 10) = 1.16 req/s. Taken off, what is left is the sample quantile's own error (60 errors):
+    0.27 req/s on average over 20 series, half of them none."""
+    margins = []
+    for seed in range(20):
+        rng = random.Random(seed)
+        errors = ForecastErrors(0.95, window_s=600)
+        settle(errors, lambda t: rng.gauss(5.0, math.sqrt(5.0 / 10)), 1200, predicted=5.0)
+        margins.append(errors.margin())
+    assert sum(margins) / len(margins) < 0.4 and max(margins) < 1.16, margins
+
+
+def test_forecast_margin_forgets_bursts_after_its_window():
+    errors = ForecastErrors(0.95, window_s=300)
+    settle(errors, lambda t: 9.0, 300)  # every forecast of 3 missed by 6
+    assert errors.margin() > 5.0
+    settle(errors, lambda t: 3.0, 620, start=310)  # then they come true
+    assert errors.margin() == 0.0
+    with pytest.raises(ValueError):
+        ForecastErrors(1.0, window_s=60)
