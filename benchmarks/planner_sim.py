@@ -123,7 +123,7 @@ def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Pl
                                  prefill_pool=not run.aggregated, react_to_measured=True,
                                  length_window_s=args.length_window_s, spare_replicas=args.spare_replicas,
                                  choose_layout=args.choose_layout and not run.aggregated,
-                                 forecast_margin=args.forecast_margin)
+                                 forecast_margin=args.forecast_margin, max_decode=b - 1, max_total=b)
         policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile, args.max_harmonics))
         return Planner(policy, limits, VirtualClock())
     limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, max_step=args.max_step,

@@ -77,6 +77,8 @@ class SlaPolicyConfig:
     choose_layout: bool = False  # weigh the prefill pool every tick: none while decode workers alone need fewer
     forecast_margin: float = 0.0  # scale up for the forecast + this quantile of its errors one start-up ahead; 0: off
     forecast_margin_window_s: float = 600.0  # ... of the forecasts settled over this long
+    max_decode: int | None = None  # choose_layout: the planner's limits (the decode pool's max_replicas, the
+    max_total: int | None = None  # budget): one pool is chosen only if its decode workers can be started
 
 
 class SlaPolicy:
@@ -146,9 +148,11 @@ class SlaPolicy:
     def _one_pool(self, obs: Observation, current: Replicas, up: Needs, up_rate: float, keep_rate: float,
                   seen: str) -> dict[Pool, Proposal] | None:
         """choose_layout: the proposals without a prefill pool, if decode workers alone need no more workers
-        than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt), or,
-        once one pool is chosen, unless both pools need two workers fewer (a layout is not changed back and
-        forth for one worker: each change starts workers); None: keep both. Every prefill then runs on the decode workers, no faster than the profile's lone
+        than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt) and no
+        more than the limits can start beside the prefill workers, kept until the decode workers serve (else
+        the prefill workers would wait for decode workers the budget never starts: 4P + 4D all run long), or, once one pool is chosen, unless both pools need
+        two workers fewer (a layout is not changed back and forth for one worker: each change starts workers);
+        None: keep both. Every prefill then runs on the decode workers, no faster than the profile's lone
         prefill nor than the prefill pool's measured one (its correction, fitted to remote prefills, several
         at a time on a prefill worker): a decode worker prefills between its decode steps."""
         assert self.workload is not None
@@ -156,7 +160,13 @@ class SlaPolicy:
         local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)
         alone = self._needs(up_rate, local, correction)
         pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(alone.decode, spare)
-        self.one_pool = one <= pools + (1 if self.one_pool else 0)
+        c = self.config  # can the decode workers be started beside the prefill workers kept meanwhile?
+        fits = (c.max_decode is None or one <= c.max_decode) and (c.max_total is None or
+                                                                  one + current.prefill <= c.max_total)
+        if self.one_pool and not current.prefill:  # one pool, built
+            self.one_pool = one <= pools + 1
+        else:  # two pools, or the prefill workers still waiting for the decode workers that replace them
+            self.one_pool = one <= pools + (1 if self.one_pool else 0) and fits
         if not self.one_pool:
             return None
         why = f"decode workers alone need {one}, with a prefill pool {pools}"

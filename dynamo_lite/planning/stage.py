@@ -51,7 +51,8 @@ def make_policy(p: PlannerSpec, has_prefill: bool = True) -> Policy:
                                  prefill_pool=has_prefill, react_to_measured=p.react_to_measured,
                                  length_window_s=p.length_window_s, spare_replicas=p.spare_replicas,
                                  choose_layout=has_prefill and p.prefill.min_replicas == 0,
-                                 forecast_margin=p.forecast_margin, forecast_margin_window_s=p.forecast_margin_window_s)
+                                 forecast_margin=p.forecast_margin, forecast_margin_window_s=p.forecast_margin_window_s,
+                                 max_decode=p.decode.max_replicas, max_total=p.max_total_replicas)
         return SlaPolicy(config, profile, make_predictor(p))
     return LoadPolicy(LoadPolicyConfig(
         prefill_queue_up=p.prefill_queue_up, prefill_queue_down=p.prefill_queue_down,

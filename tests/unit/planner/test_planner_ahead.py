@@ -131,6 +131,14 @@ def test_a_prefill_pool_that_does_not_pay_for_itself_is_dropped():
                                                   Replicas(2, 2), 10.0)
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (2, 2), proposal
     assert "kept until the decode workers serve (1 of 2)" in proposal[Pool.PREFILL].reason
+    # It is switched to only where its second decode worker can start beside the two prefill workers kept
+    # meanwhile: not within a budget of 3 (they would wait for it for ever), within 4.
+    for budget, layout in ((3, False), (4, True)):
+        config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True,
+                                 max_total=budget)
+        proposal = SlaPolicy(config, PROFILE).propose(Observation(decode=serving[:1], traffic=mostly_short),
+                                                      Replicas(2, 1), 10.0)
+        assert ("decode workers alone need 2" in proposal[Pool.PREFILL].reason) is layout, (budget, proposal)
 
 
 def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():

@@ -127,6 +127,7 @@ def test_wiring_from_the_spec():
     policy = make_policy(spec.planner)
     assert isinstance(policy, SlaPolicy) and policy.config.length_window_s == 120
     assert policy.config.spare_replicas == 2
+    assert (policy.config.max_decode, policy.config.max_total) == (3, 8)
     assert policy.errors is not None and (policy.errors.quantile, policy.errors.window_s) == (0.9, 300)
     default = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla"}})
     assert make_policy(default.planner).config.spare_replicas == 1  # type: ignore[attr-defined]
