@@ -237,9 +237,10 @@ class SeasonalPredictor:
 
 class ForecastErrors:
     """How far the load came above its forecast: the `quantile` of the errors (measured minus predicted
-    rate) of the forecasts made `horizon_s` ahead, over the last `window_s`. A predictor that cannot know
-    a burst (kalman, last value) misses it by the burst's height every time one comes; this is what lets
-    the planner carry that much more ahead of the next one, and no more once its forecasts come true.
+    rate) of the forecasts settled over the last `window_s` (the SLA policy forecasts one start-up ahead).
+    A predictor that cannot know a burst (kalman, last value) misses it by the burst's height every time
+    one comes; this is what lets the planner carry that much more ahead of the next one, and no more once
+    its forecasts come true.
     A rate counted over an interval misses by its counting noise alone (Poisson: variance rate /
     interval), which the queueing model already sizes for: that share, at the same quantile, is taken
     off in quadrature. 0 until `min_errors` forecasts are settled; never negative, never NaN."""

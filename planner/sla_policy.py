@@ -150,11 +150,12 @@ class SlaPolicy:
         """choose_layout: the proposals without a prefill pool, if decode workers alone need no more workers
         than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt) and no
         more than the limits can start beside the prefill workers, kept until the decode workers serve (else
-        the prefill workers would wait for decode workers the budget never starts: 4P + 4D all run long), or, once one pool is chosen, unless both pools need
-        two workers fewer (a layout is not changed back and forth for one worker: each change starts workers);
-        None: keep both. Every prefill then runs on the decode workers, no faster than the profile's lone
-        prefill nor than the prefill pool's measured one (its correction, fitted to remote prefills, several
-        at a time on a prefill worker): a decode worker prefills between its decode steps."""
+        the prefill workers would wait for decode workers the budget never starts: 4P + 4D all run long);
+        or, once one pool is built, unless both pools need two workers fewer (a layout is not changed back and
+        forth for one worker: each change starts workers). None: keep both. Every prefill then runs on the
+        decode workers, no faster than the profile's lone prefill nor than the prefill pool's measured one (its
+        correction, fitted to remote prefills, several at a time on a prefill worker): a decode worker
+        prefills between its decode steps."""
         assert self.workload is not None
         spare = self.config.spare_replicas
         local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)

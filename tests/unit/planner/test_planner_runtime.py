@@ -132,8 +132,9 @@ def test_wiring_from_the_spec():
     default = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla"}})
     assert make_policy(default.planner).config.spare_replicas == 1  # type: ignore[attr-defined]
     assert make_policy(default.planner).config.forecast_margin == 0.95  # type: ignore[attr-defined]
-    off = {"enabled": True, "policy": "sla", "forecast_margin": 0}
-    assert make_policy(ClusterSpec.model_validate({**spec.model_dump(), "planner": off}).planner).errors is None  # type: ignore[attr-defined]
+    off = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla",
+                                                                       "forecast_margin": 0}}).planner
+    assert make_policy(off).errors is None  # type: ignore[attr-defined]
     assert not make_policy(default.planner).config.choose_layout  # type: ignore[attr-defined]
     no_min = {"enabled": True, "policy": "sla", "prefill": {"min_replicas": 0}}
     no_min_spec = ClusterSpec.model_validate({**spec.model_dump(), "planner": no_min}).planner
