@@ -2,16 +2,45 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
 
 import psutil
 
+LOWEST = 10000  # free_port picks from here up to the kernel's ephemeral range
+_rng = random.Random()  # seeded from the OS at import: a test's random.seed() does not make processes pick alike
+
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now (the OS picks it)."""
+    """A TCP port that nothing listens on right now, below the kernel's ephemeral range.
+
+    A port the kernel picks (bind to port 0) is from its ephemeral range, which it also hands to every
+    outgoing connection: between the pick and the bind of the server it is meant for, any connection of
+    any process (an etcd or NATS client, an HTTP request) may take it as its local port. Seen in CI:
+    `orchestrator up` refused its frontend port, "already in use". Below that range the kernel never
+    hands a port out by itself. Falls back to the kernel's pick where the range leaves no room below it.
+    """
+    low = _ephemeral_low()
+    for _ in range(100 if low > LOWEST + 1000 else 0):
+        port = _rng.randrange(LOWEST, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768, its default, where it cannot be read)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 class PortInUse(OSError):
