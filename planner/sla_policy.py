@@ -38,8 +38,9 @@ Every tick, from the frontend's traffic over the last interval:
 4. with `choose_layout` (the prefill pool's minimum is 0), the decode workers
    alone, prefilling every prompt, are sized too: while they need no more
    workers than both pools (spares included), the prefill pool is proposed
-   empty, once the decode workers it needs serve; back to two pools only
-   when they need two workers fewer. Two pools win when long prompts would
+   empty, once the decode workers it needs serve (it is chosen only where
+   the limits can start them beside the prefill workers kept meanwhile);
+   back to two pools only when they need two workers fewer. Two pools win when long prompts would
    make short ones wait behind them: the queue model sees it in the mix's
    second moment.
 No traffic (or a zero rate) proposes zero: the planner then keeps the pools at
@@ -123,11 +124,12 @@ class SlaPolicy:
         now_rate = self.predictor.predict(now)
         # A worker asked for now serves from now + startup_s; one asked at the next tick serves an interval
         # later. So this tick's must carry the load predicted until then: a burst's edge falls between ticks.
-        ahead = max(self.predictor.predict(now + c.startup_s + (dt or 0.0) * i / 2) for i in range(3))
+        then = [self.predictor.predict(now + c.startup_s + (dt or 0.0) * i / 2) for i in range(3)]
+        ahead = max(then)
         steps = max(1, math.ceil(c.startup_s / 5))
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
         if self.errors is not None:
-            self.errors.forecast(now + c.startup_s, self.predictor.predict(now + c.startup_s))
+            self.errors.forecast(now + c.startup_s, then[0])
             self.margin = self.errors.margin()
         up_rate = max(ahead + self.margin, now_rate, rate if self.config.react_to_measured else 0.0)
         keep_rate = peak * (1 + c.down_headroom)
