@@ -24,7 +24,7 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend import anthropic, extras, plan, responses
+from dynamo_lite.frontend import anthropic, extras, plan, responses, responses_out
 from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
@@ -159,7 +159,7 @@ def _as_vllm_checks(state: FrontendState, body: ChatCompletionRequest | Completi
 
 
 async def responses_create(request: web.Request) -> web.StreamResponse:
-    """POST /v1/responses: a chat request underneath (responses.py), its answer reshaped."""
+    """POST /v1/responses: a chat request underneath (responses.py), its answer reshaped (responses_out.py)."""
     state = request.app[STATE]
     raw = await request.read()
     data = _json_object(raw)
@@ -167,7 +167,7 @@ async def responses_create(request: web.Request) -> web.StreamResponse:
         raise refused
     req = validated(data, responses.ResponsesRequest)
     body, p = await _as_chat(request, state, responses.chat_body(req), responses.responses_param, len(raw), "resp_")
-    p.reshape = responses.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
+    p.reshape = responses_out.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
     return await _generate(request, state, p)
 
 

@@ -160,7 +160,7 @@ class ResponseUsage(_Open):
 
 
 class ResponseObject(_Open):
-    """A Responses API answer (responses.py); `output` holds message, reasoning and function_call items."""
+    """A Responses API answer (responses_out.py); `output` holds message, reasoning and function_call items."""
 
     id: str
     object: Literal["response"]

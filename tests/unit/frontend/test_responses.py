@@ -1,5 +1,5 @@
-"""The Responses API's translation (responses.py): a request into the chat request that serves it, and chat
-choices back into Responses output items and stream events."""
+"""The Responses API's translation: a request into the chat request that serves it (responses.py), and chat
+choices back into Responses output items and stream events (responses_out.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,8 @@ import pytest
 
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.request import Outcome
-from dynamo_lite.frontend.responses import (
-    Envelope,
-    ResponseEvents,
-    ResponsesRequest,
-    chat_body,
-    output_items,
-    refusal,
-    responses_param,
-)
+from dynamo_lite.frontend.responses import ResponsesRequest, chat_body, refusal, responses_param
+from dynamo_lite.frontend.responses_out import Envelope, ResponseEvents, output_items
 from tests.unit.frontend.conftest import named_events
 
 TOOL = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": True}
