@@ -47,8 +47,16 @@ class Predictor(Protocol):
         """The expected value at time `t` (>= the last sample's); 0 before any sample."""
         ...
 
+    @property
+    def warm(self) -> bool:
+        """Whether the model has what it needs to forecast (a seasonal one: a whole period). `ForecastErrors`
+        does not hold a cold model's misses against the warm one."""
+        ...
+
 
 class LastValue:
+    warm = True
+
     def __init__(self) -> None:
         self._v = 0.0
 
@@ -71,6 +79,8 @@ class KalmanConfig:
 
 class KalmanPredictor:
     """Constant-velocity Kalman filter; prediction = level + slope * (t - t_last)."""
+
+    warm = True  # a restart on a new level is part of the model: its misses there are the load's, kept
 
     def __init__(self, config: KalmanConfig = KalmanConfig()) -> None:
         self.config = config
@@ -169,6 +179,11 @@ class SeasonalPredictor:
         self._t, self._fitted = t, False
 
     @property
+    def warm(self) -> bool:
+        """A whole period held: the harmonics are fitted, not guessed from part of one."""
+        return len(self._samples) >= 2 and self._samples[-1][0] - self._samples[0][0] >= self.config.period_s
+
+    @property
     def harmonics(self) -> int:
         """How many harmonics the fit of the samples held took."""
         self._fit()
@@ -227,9 +242,9 @@ class SeasonalPredictor:
         """Before a whole period is held: the mean of the samples one period before `t`, if any are held there.
         One harmonic fitted to part of a period flattens what it has seen once (a burst at the period's
         start); the period is known, so what was seen at that phase comes again."""
-        first, last = self._samples[0][0], self._samples[-1][0]
-        if len(self._samples) < 2 or last - first >= self.config.period_s:
+        if self.warm or len(self._samples) < 2:
             return None
+        first, last = self._samples[0][0], self._samples[-1][0]
         back, spacing = t - self.config.period_s, (last - first) / (len(self._samples) - 1)
         near = [v for s, v, _ in self._samples if abs(s - back) <= spacing * (1 + 1e-9)]
         return sum(near) / len(near) if near else None
@@ -243,38 +258,46 @@ class ForecastErrors:
     its forecasts come true.
     A rate counted over an interval misses by its counting noise alone (Poisson: variance rate /
     interval), which the queueing model already sizes for: that share, at the same quantile, is taken
-    off in quadrature. 0 until `min_errors` forecasts are settled; never negative, never NaN."""
+    off in quadrature. 0 until `min_errors` forecasts are settled; never negative, never NaN.
+    Forecasts made by a cold model (`Predictor.warm`: a seasonal one before it holds a whole period, which
+    may forecast 0 where the whole load comes) count only until `min_errors` warm ones are settled: a
+    model's first guesses would otherwise widen the margin for a whole window after it knows the load."""
 
     def __init__(self, quantile: float, window_s: float, min_errors: int = 6) -> None:
         if not 0.0 < quantile < 1.0:
             raise ValueError("a forecast-error quantile is in (0, 1)")
         self.quantile, self.window_s, self.min_errors = quantile, window_s, min_errors
         self._z = NormalDist().inv_cdf(quantile)
-        self._forecasts: deque[tuple[float, float]] = deque()  # (for time, predicted), in time order
-        self._errors: deque[tuple[float, float, float]] = deque()  # (settled at, error, counting variance)
+        self._forecasts: deque[tuple[float, float, bool]] = deque()  # (for time, predicted, warm), in time order
+        self._errors: deque[tuple[float, float, float, bool]] = deque()  # (settled at, error, counting variance,
+        # warm)
 
-    def forecast(self, for_t: float, predicted: float) -> None:
-        """A forecast of the rate at `for_t`, settled by the first rate measured at or after it."""
-        self._forecasts.append((for_t, _clean(predicted)))
+    def forecast(self, for_t: float, predicted: float, warm: bool = True) -> None:
+        """A forecast of the rate at `for_t`, settled by the first rate measured at or after it; `warm`: made
+        by a model that had what it needs (`Predictor.warm`)."""
+        self._forecasts.append((for_t, _clean(predicted), warm))
 
     def measured(self, now: float, rate: float, interval_s: float | None) -> None:
         """The rate measured over the interval that ends at `now`."""
         variance = max(rate, 0.1) / interval_s if interval_s else 0.0
         while self._forecasts and self._forecasts[0][0] <= now:
-            _, predicted = self._forecasts.popleft()
+            _, predicted, warm = self._forecasts.popleft()
             error = _clean(rate) - predicted
             if math.isfinite(error):
-                self._errors.append((now, error, variance))
+                self._errors.append((now, error, variance, warm))
         while self._errors and self._errors[0][0] < now - self.window_s:
             self._errors.popleft()
 
     def margin(self) -> float:
         """The rate to carry above the forecast (requests/s)."""
-        if len(self._errors) < self.min_errors:
+        held = [e for e in self._errors if e[3]]
+        if len(held) < self.min_errors:
+            held = list(self._errors)
+        if len(held) < self.min_errors:
             return 0.0
-        errors = sorted(e for _, e, _ in self._errors)
+        errors = sorted(e for _, e, _, _ in held)
         high = errors[min(len(errors) - 1, int(self.quantile * len(errors)))]
-        noise = self._z * math.sqrt(sum(v for _, _, v in self._errors) / len(self._errors))
+        noise = self._z * math.sqrt(sum(v for _, _, v, _ in held) / len(held))
         return math.sqrt(high * high - noise * noise) if high > noise else 0.0
 
 

@@ -129,7 +129,7 @@ class SlaPolicy:
         steps = max(1, math.ceil(c.startup_s / 5))
         peak = max(self.predictor.predict(now + c.startup_s * i / steps) for i in range(steps + 1))
         if self.errors is not None:
-            self.errors.forecast(now + c.startup_s, then[0])
+            self.errors.forecast(now + c.startup_s, then[0], self.predictor.warm)
             self.margin = self.errors.margin()
         up_rate = max(ahead + self.margin, now_rate, rate if self.config.react_to_measured else 0.0)
         keep_rate = peak * (1 + c.down_headroom)
@@ -140,24 +140,26 @@ class SlaPolicy:
         spare = c.spare_replicas
         if c.choose_layout and c.prefill_pool:
             one_pool = self._one_pool(obs, current, up, up_rate, keep_rate, seen)
-            if one_pool is not None:
+            if not isinstance(one_pool, str):
                 return one_pool
+            seen += one_pool
         return {
             Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
             Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode, spare),
         }
 
     def _one_pool(self, obs: Observation, current: Replicas, up: Needs, up_rate: float, keep_rate: float,
-                  seen: str) -> dict[Pool, Proposal] | None:
+                  seen: str) -> dict[Pool, Proposal] | str:
         """choose_layout: the proposals without a prefill pool, if decode workers alone need no more workers
         than both pools (a tie goes to one pool: no KV transfer, one spare, any worker takes any prompt) and no
         more than the limits can start beside the prefill workers, kept until the decode workers serve (else
         the prefill workers would wait for decode workers the budget never starts: 4P + 4D all run long);
         or, once one pool is built, unless both pools need two workers fewer (a layout is not changed back and
-        forth for one worker: each change starts workers). None: keep both. Every prefill then runs on the
+        forth for one worker: each change starts workers). Every prefill then runs on the
         decode workers, no faster than the profile's lone prefill nor than the prefill pool's measured one (its
         correction, fitted to remote prefills, several at a time on a prefill worker): a decode worker
-        prefills between its decode steps."""
+        prefills between its decode steps. Both pools kept: a note for the decision's reason instead ("" unless
+        one pool was cheaper and the limits alone refused it)."""
         assert self.workload is not None
         spare = self.config.spare_replicas
         local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)
@@ -166,13 +168,17 @@ class SlaPolicy:
         c = self.config  # can the decode workers be started beside the prefill workers kept meanwhile?
         fits = (c.max_decode is None or one <= c.max_decode) and (c.max_total is None or
                                                                   one + current.prefill <= c.max_total)
+        why = f"decode workers alone need {one}, with a prefill pool {pools}"
         if self.one_pool and not current.prefill:  # one pool, built
             self.one_pool = one <= pools + 1
         else:  # two pools, or the prefill workers still waiting for the decode workers that replace them
-            self.one_pool = one <= pools + (1 if self.one_pool else 0) and fits
+            cheaper = one <= pools + (1 if self.one_pool else 0)
+            self.one_pool = cheaper and fits
+            if cheaper and not fits:
+                return (f"{why}, but the limits cannot start {one} decode workers beside the {current.prefill} "
+                        f"prefill kept meanwhile: both pools kept; ")
         if not self.one_pool:
-            return None
-        why = f"decode workers alone need {one}, with a prefill pool {pools}"
+            return ""
         decode = _plan(current.decode, alone.decode, self._needs(keep_rate, local, correction).decode,
                        seen + alone.why_decode, spare)
         serving = len(obs.decode)  # decode workers reporting load: started, not starting

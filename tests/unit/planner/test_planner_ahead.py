@@ -62,6 +62,8 @@ def test_scales_up_for_the_rate_one_startup_ahead():
 class Known:
     """A forecast with a known answer, `rate_at(t)`, whatever was seen."""
 
+    warm = True
+
     def __init__(self, rate_at: Callable[[float], float]) -> None:
         self.rate_at = rate_at
 
@@ -132,13 +134,14 @@ def test_a_prefill_pool_that_does_not_pay_for_itself_is_dropped():
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (2, 2), proposal
     assert "kept until the decode workers serve (1 of 2)" in proposal[Pool.PREFILL].reason
     # It is switched to only where its second decode worker can start beside the two prefill workers kept
-    # meanwhile: not within a budget of 3 (they would wait for it for ever), within 4.
-    for budget, layout in ((3, False), (4, True)):
+    # meanwhile: not within a budget of 3 (they would wait for it for ever; the reason says so), within 4.
+    for budget, why in ((3, "the limits cannot start 2 decode workers beside the 2 prefill kept meanwhile"),
+                        (4, "the prefill pool kept until the decode workers serve (1 of 2)")):
         config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True,
                                  max_total=budget)
         proposal = SlaPolicy(config, PROFILE).propose(Observation(decode=serving[:1], traffic=mostly_short),
                                                       Replicas(2, 1), 10.0)
-        assert ("decode workers alone need 2" in proposal[Pool.PREFILL].reason) is layout, (budget, proposal)
+        assert why in proposal[Pool.PREFILL].reason, (budget, proposal)
 
 
 def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():
@@ -201,3 +204,21 @@ def test_a_predictor_blind_to_bursts_is_given_their_height_ahead_of_the_next():
         assert ("forecast margin" in proposal[Pool.DECODE].reason) is (q > 0)
     assert sum(sized[0.95, 690.0]) > sum(sized[0.0, 690.0])
     assert sized[0.95, 690.0] == sized[0.0, 750.0]
+
+
+def test_a_cold_predictors_misses_leave_the_margin_once_it_is_warm():
+    """A predictor that forecasts 3 req/s while 9 come (a seasonal one before a whole period) gives a margin
+    of about 6; once it is warm and its forecasts come true, the margin goes within nine ticks (the cold
+    misses, still in the 600 s window, no longer count), while one that stays cold keeps it."""
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, forecast_margin=0.95)
+    margins = {}
+    for warms in (True, False):
+        predictor = Known(lambda t: 3.0)
+        policy = SlaPolicy(config, PROFILE, predictor)
+        for i in range(1, 31):
+            predictor.warm = warms and i > 20
+            policy.propose(Observation(traffic=traffic(9.0 if i <= 20 else 3.0)), Replicas(1, 1), 10.0 * i)
+            if i == 20:
+                assert policy.margin > 5.0
+        margins[warms] = policy.margin
+    assert margins[True] == 0.0 and margins[False] > 5.0

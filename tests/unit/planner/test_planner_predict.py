@@ -165,12 +165,12 @@ def test_kalman_takes_a_step_at_once_and_smooths_noise_as_before():
 
 
 def settle(errors: ForecastErrors, measured, until: float, predicted: float = 3.0, every: float = 10.0,
-           start: float = 0.0) -> None:
+           start: float = 0.0, warm: bool = True) -> None:
     """Forecasts of `predicted` one start-up (30 s) ahead, each settled by the rate measured then."""
     t = start
     while t <= until:
         errors.measured(t, measured(t), every)
-        errors.forecast(t + 30.0, predicted)
+        errors.forecast(t + 30.0, predicted, warm)
         t += every
 
 
@@ -205,3 +205,23 @@ def test_forecast_margin_forgets_bursts_after_its_window():
     assert errors.margin() == 0.0
     with pytest.raises(ValueError):
         ForecastErrors(1.0, window_s=60)
+
+
+def test_forecast_margin_drops_a_cold_models_misses_once_enough_warm_ones_are_settled():
+    errors = ForecastErrors(0.95, window_s=600)
+    settle(errors, lambda t: 9.0, 300, warm=False)  # a cold model's forecasts of 3 missed by 6
+    assert errors.margin() > 5.0
+    settle(errors, lambda t: 3.0, 350, start=310)  # warm forecasts, come true: two settled by 350 s
+    assert errors.margin() > 5.0  # fewer than min_errors: the cold ones still count
+    settle(errors, lambda t: 3.0, 420, start=360)  # nine settled; the cold misses are still in the window
+    assert errors.margin() == 0.0
+
+
+def test_seasonal_is_warm_once_it_holds_a_whole_period():
+    p = SeasonalPredictor(SeasonalConfig(period_s=240))
+    for t in range(0, 240, 10):
+        p.observe(float(t), 5.0)
+        assert not p.warm, t
+    p.observe(240.0, 5.0)
+    assert p.warm
+    assert KalmanPredictor().warm and LastValue().warm  # their restarts and lags are the load's: kept
