@@ -200,7 +200,7 @@ class PlannerSpec(Section):
     forecast_margin: Annotated[float, Field(ge=0, lt=1)] = 0.95
     """sla policy: scale up for the predicted rate plus this quantile of how far the measured rate came above the predictions made one worker_startup_s before it (a predictor that does not see bursts coming misses each by its height: the pools carry that much ahead of the next). 0: the prediction alone."""
     forecast_margin_window_s: Annotated[float, Field(gt=0)] = 600.0
-    """sla policy: forecast_margin is taken over the predictions settled in the last this many seconds."""
+    """sla policy: forecast_margin is taken over the predictions settled in the last this many seconds (a seasonal predictor's from before it held a whole period only until six later ones are settled)."""
     profile: str | None = None
     """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
     metrics_port: Port = 0
