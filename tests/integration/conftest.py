@@ -1,12 +1,15 @@
-"""Fixtures of the integration tests: worker agents as real subprocesses, and the tiny model's
-tokenizer for mock fleets (the fleet harness itself is tests/integration/fleet.py)."""
+"""Fixtures of the integration tests: worker agents as real subprocesses, the tiny model's tokenizer
+for mock fleets, and a mock cluster for the API tests (the fleet harness itself is
+tests/integration/fleet.py)."""
 
 from __future__ import annotations
 
 import gc
 import json
+import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -15,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from dynamo_lite.discovery import WorkerWatcher
+from dynamo_lite.infra import free_port
 from dynamo_lite.protocol import WorkerRecord
-from tests.waiting import eventually_async
+from tests.waiting import eventually, eventually_async
 
 
 @dataclass
@@ -110,3 +114,42 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     train_tokenizer(out)
     (out / "config.json").write_text(json.dumps({"model_type": "llama"}))
     return out
+
+
+@pytest.fixture(scope="module")
+def api_cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[str]:
+    """A mock cluster brought up by `orchestrator up`, one per test module: model `a` (2 workers, the hermes
+    tool-call and qwen3 reasoning parsers) and `p` (1 worker, the pythonic tool-call parser). Yields the
+    frontend's base URL. Answers are scripted per request (`vllm_xargs.mock_output`)."""
+    tmp = tmp_path_factory.mktemp("api")
+    port = free_port()
+    spec = tmp / "cluster.yaml"
+    spec.write_text(
+        f"namespace: api\nstate_dir: {tmp / 'state'}\nfrontend: {{port: {port}}}\nmodels:\n"
+        f"  - {{name: a, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: hermes, reasoning_parser: qwen3}}\n"
+        f"  - {{name: p, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: pythonic}}\n"
+        f"pools:\n  - {{name: a, role: aggregated, engine: mock, model: a, replicas: 2, mock: {{speedup_ratio: 100}}}}\n"
+        f"  - {{name: p, role: aggregated, engine: mock, model: p, mock: {{speedup_ratio: 100}}}}\n")
+    log = open(tmp / "up.log", "wb")  # noqa: SIM115 - closed below
+    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)], stdout=log,
+                          stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert up.poll() is None, (tmp / "up.log").read_text()[-3000:]
+        try:
+            models = json.loads(urllib.request.urlopen(f"{base}/health", timeout=2).read())["models"]
+        except OSError:
+            return False
+        return models.get("a", {}).get("aggregated") == 2 and models.get("p", {}).get("aggregated") == 1
+
+    try:
+        eventually(ready, timeout=90, what="the mock cluster", interval=0.3)
+        yield base
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+        log.close()

@@ -1,18 +1,13 @@
-"""The OpenAI and vLLM API through the frontend, with the official `openai` client, against a mock
-cluster brought up by `orchestrator up` (cluster.yaml with a tool-call and a reasoning parser per
-model). Model outputs that parsers must read are scripted through the mock (vllm_xargs.mock_output).
+"""The OpenAI and vLLM API through the frontend, with the official `openai` and `anthropic` clients,
+against a mock cluster brought up by `orchestrator up` (the `api_cluster` fixture: a tool-call and a
+reasoning parser per model). Model outputs that parsers must read are scripted through the mock
+(vllm_xargs.mock_output). Other clients (benchmarks, evaluation, agent frameworks): test_api_clients.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import anthropic
 import jsonschema
@@ -20,12 +15,7 @@ import openai
 import pydantic
 import pytest
 
-from dynamo_lite.infra import free_port
-from tests.waiting import eventually
-
 pytestmark = pytest.mark.integration
-AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # made by deploy/test.sh
-MOCK = "mock: {speedup_ratio: 100}"
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                            "required": ["city"]}}}  # fmt: skip
@@ -37,39 +27,8 @@ def script(text: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("api")
-    port = free_port()
-    spec = tmp / "cluster.yaml"
-    spec.write_text(
-        f"namespace: api\nstate_dir: {tmp / 'state'}\nfrontend: {{port: {port}}}\nmodels:\n"
-        f"  - {{name: a, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: hermes, reasoning_parser: qwen3}}\n"
-        f"  - {{name: p, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: pythonic}}\n"
-        f"pools:\n  - {{name: a, role: aggregated, engine: mock, model: a, replicas: 2, {MOCK}}}\n"
-        f"  - {{name: p, role: aggregated, engine: mock, model: p, {MOCK}}}\n")
-    log = open(tmp / "up.log", "wb")  # noqa: SIM115 - closed below
-    up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)], stdout=log,
-                          stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert up.poll() is None, (tmp / "up.log").read_text()[-3000:]
-        try:
-            models = json.loads(urllib.request.urlopen(f"{base}/health", timeout=2).read())["models"]
-        except OSError:
-            return False
-        return models.get("a", {}).get("aggregated") == 2 and models.get("p", {}).get("aggregated") == 1
-
-    try:
-        eventually(ready, timeout=90, what="the mock cluster", interval=0.3)
-        yield base
-    finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            up.wait(60)
-        except subprocess.TimeoutExpired:
-            up.kill()
-        log.close()
+def url(api_cluster: str) -> str:
+    return api_cluster
 
 
 @pytest.fixture
@@ -385,90 +344,3 @@ def test_messages_thinking_and_errors_in_anthropic_s_shape(url: str, claude: ant
         claude.messages.create(model="nope", max_tokens=8, messages=HI)  # type: ignore[arg-type]
     with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
         claude.messages.create(model="a", messages=HI, max_tokens=0)  # type: ignore[arg-type]
-
-
-BENCH = """import sys
-from vllm.benchmarks.serve import add_cli_args, main
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-parser = FlexibleArgumentParser()
-add_cli_args(parser)
-common = sys.argv[1:]
-main(parser.parse_args([*common, "--backend", "openai", "--endpoint", "/v1/completions", "--result-filename", "c.json"]))
-main(parser.parse_args([*common, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-                        "--result-filename", "chat.json"]))
-"""
-
-
-def test_vllm_bench_serve(url: str, tiny_model: Path, tmp_path: Path) -> None:
-    """vLLM's own benchmark client (it sends repetition_penalty, ignore_eos, stream_options) on both endpoints."""
-    pytest.importorskip("vllm.benchmarks.serve", reason="needs the vllm package")
-    run = subprocess.run(
-        [sys.executable, "-c", BENCH, "--base-url", url, "--model", "a", "--tokenizer", str(tiny_model),
-         "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "12", "--num-prompts", "8",
-         "--ignore-eos", "--max-concurrency", "4", "--num-warmups", "0", "--disable-tqdm", "--save-result", "--save-detailed",
-         "--result-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    for name in ("c.json", "chat.json"):
-        result = json.loads((tmp_path / name).read_text())
-        assert (result["completed"], result["failed"]) == (8, 0), result["errors"]
-        assert result["output_lens"] == [12] * 8, "ignore_eos: every answer is exactly --random-output-len long"
-
-
-LM_EVAL_TASK = """task: dl_choice
-dataset_path: json
-dataset_kwargs: {{data_files: {{test: {data}}}}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "{{{{question}}}}"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: answer
-metric_list: [{{metric: acc}}]
-"""
-
-
-def test_lm_eval_loglikelihood_task(url: str, tiny_model: Path, tmp_path: Path) -> None:
-    """lm-evaluation-harness, local-completions: a multiple-choice (loglikelihood) task from a local file,
-    scored from echo + logprobs on token-id prompts."""
-    pytest.importorskip("lm_eval", reason="needs lm-eval")
-    docs = [{"question": f"Question {i}: the sky is", "choices": ["blue", "green", "made of cheese"], "answer": 0}
-            for i in range(4)]
-    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "dl_choice.yaml").write_text(LM_EVAL_TASK.format(data=tmp_path / "docs.jsonl"))
-    args = (f"model=a,base_url={url}/v1/completions,tokenizer={tiny_model},tokenizer_backend=huggingface,"
-            "num_concurrent=2,max_retries=1")
-    run = subprocess.run(
-        [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args", args, "--tasks", "dl_choice",
-         "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out"), "--log_samples"],
-        capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (results,) = (tmp_path / "out").rglob("results_*.json")
-    assert 0 <= json.loads(results.read_text())["results"]["dl_choice"]["acc,none"] <= 1
-    (samples,) = (tmp_path / "out").rglob("samples_dl_choice_*.jsonl")
-    scored = [json.loads(line) for line in samples.read_text().splitlines()]
-    assert len(scored) == 4
-    for sample in scored:  # one (loglikelihood, is_greedy) per choice, summed from the continuation's logprobs
-        loglikelihoods = [resp[0][0] for resp in sample["resps"]]
-        assert len(loglikelihoods) == 3 and all(-1e4 < float(ll) < 0 for ll in loglikelihoods), sample["resps"]
-
-
-def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path) -> None:
-    """aiperf with --extra-inputs ignore_eos:true and min_tokens: every request's usage says exactly the
-    requested output length, though the mock's script ends (EOS) after 3 tokens. (aiperf's own count
-    re-tokenizes the mock's text, so it differs.)"""
-    aiperf = str(AIPERF)
-    assert AIPERF.is_file(), "aiperf is installed into .venv-aiperf by deploy/test.sh (its pins clash with .venv's)"
-    run = subprocess.run(
-        [aiperf, "profile", "--model", "a", "--url", url, "--endpoint-type", "chat", "--streaming",
-         "--tokenizer", str(tiny_model), "--synthetic-input-tokens-mean", "32", "--output-tokens-mean", "12",
-         "--extra-inputs", json.dumps(script("Sunny.")), "--extra-inputs", "ignore_eos:true",
-         "--extra-inputs", "min_tokens:12", "--request-count", "8",
-         "--concurrency", "2", "--output-artifact-dir", str(tmp_path / "art"), "--ui-type", "none"],
-        capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    summary = json.loads((tmp_path / "art" / "profile_export_aiperf.json").read_text())
-    assert summary["completed_request_count"]["avg"] == 8 and summary["error_summary"] == []
-    records = [json.loads(line) for line in (tmp_path / "art" / "profile_export.jsonl").read_text().splitlines()]
-    assert len(records) == 8 and all("error" not in r or r["error"] is None for r in records)
-    assert [r["metrics"]["usage_completion_tokens"]["value"] for r in records] == [12] * 8

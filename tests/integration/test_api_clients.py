@@ -1,0 +1,228 @@
+"""Real clients against a mock cluster brought up by `orchestrator up` (the `api_cluster` fixture):
+vLLM's own benchmark client, lm-evaluation-harness, aiperf, and three agent frameworks (LangChain, the OpenAI
+Agents SDK, Pydantic AI). aiperf pins versions that clash with vLLM's stack in .venv, so deploy/test.sh
+installs it into a venv of its own, `.venv-aiperf`. The mock's answers are scripted per request
+(`vllm_xargs.mock_output`); model `a` has the hermes tool-call and the qwen3 reasoning parsers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+pytestmark = pytest.mark.integration
+AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # made by deploy/test.sh
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+WEATHER_JSON = '{"city": "Paris", "sunny": true}'
+
+
+def script(text: str) -> dict[str, Any]:
+    return {"vllm_xargs": {"mock_output": text}}
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    sunny: bool
+
+
+def get_weather(city: str) -> str:
+    """Weather of a city."""
+    return f"sunny in {city}"
+
+
+@pytest.fixture(scope="module")
+def url(api_cluster: str) -> str:
+    return api_cluster
+
+
+BENCH = """import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+common = sys.argv[1:]
+main(parser.parse_args([*common, "--backend", "openai", "--endpoint", "/v1/completions", "--result-filename", "c.json"]))
+main(parser.parse_args([*common, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+                        "--result-filename", "chat.json"]))
+"""
+
+
+def test_vllm_bench_serve(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """vLLM's own benchmark client (it sends repetition_penalty, ignore_eos, stream_options) on both endpoints."""
+    pytest.importorskip("vllm.benchmarks.serve", reason="needs the vllm package")
+    run = subprocess.run(
+        [sys.executable, "-c", BENCH, "--base-url", url, "--model", "a", "--tokenizer", str(tiny_model),
+         "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "12", "--num-prompts", "8",
+         "--ignore-eos", "--max-concurrency", "4", "--num-warmups", "0", "--disable-tqdm", "--save-result", "--save-detailed",
+         "--result-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for name in ("c.json", "chat.json"):
+        result = json.loads((tmp_path / name).read_text())
+        assert (result["completed"], result["failed"]) == (8, 0), result["errors"]
+        assert result["output_lens"] == [12] * 8, "ignore_eos: every answer is exactly --random-output-len long"
+
+
+LM_EVAL_TASK = """task: dl_choice
+dataset_path: json
+dataset_kwargs: {{data_files: {{test: {data}}}}}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: "{{{{choices}}}}"
+doc_to_target: answer
+metric_list: [{{metric: acc}}]
+"""
+
+
+def test_lm_eval_loglikelihood_task(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """lm-evaluation-harness, local-completions: a multiple-choice (loglikelihood) task from a local file,
+    scored from echo + logprobs on token-id prompts."""
+    pytest.importorskip("lm_eval", reason="needs lm-eval")
+    docs = [{"question": f"Question {i}: the sky is", "choices": ["blue", "green", "made of cheese"], "answer": 0}
+            for i in range(4)]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "dl_choice.yaml").write_text(LM_EVAL_TASK.format(data=tmp_path / "docs.jsonl"))
+    args = (f"model=a,base_url={url}/v1/completions,tokenizer={tiny_model},tokenizer_backend=huggingface,"
+            "num_concurrent=2,max_retries=1")
+    run = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args", args, "--tasks", "dl_choice",
+         "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out"), "--log_samples"],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (results,) = (tmp_path / "out").rglob("results_*.json")
+    assert 0 <= json.loads(results.read_text())["results"]["dl_choice"]["acc,none"] <= 1
+    (samples,) = (tmp_path / "out").rglob("samples_dl_choice_*.jsonl")
+    scored = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(scored) == 4
+    for sample in scored:  # one (loglikelihood, is_greedy) per choice, summed from the continuation's logprobs
+        loglikelihoods = [resp[0][0] for resp in sample["resps"]]
+        assert len(loglikelihoods) == 3 and all(-1e4 < float(ll) < 0 for ll in loglikelihoods), sample["resps"]
+
+
+def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """aiperf with --extra-inputs ignore_eos:true and min_tokens: every request's usage says exactly the
+    requested output length, though the mock's script ends (EOS) after 3 tokens. (aiperf's own count
+    re-tokenizes the mock's text, so it differs.)"""
+    aiperf = str(AIPERF)
+    assert AIPERF.is_file(), "aiperf is installed into .venv-aiperf by deploy/test.sh (its pins clash with .venv's)"
+    run = subprocess.run(
+        [aiperf, "profile", "--model", "a", "--url", url, "--endpoint-type", "chat", "--streaming",
+         "--tokenizer", str(tiny_model), "--synthetic-input-tokens-mean", "32", "--output-tokens-mean", "12",
+         "--extra-inputs", json.dumps(script("Sunny.")), "--extra-inputs", "ignore_eos:true",
+         "--extra-inputs", "min_tokens:12", "--request-count", "8",
+         "--concurrency", "2", "--output-artifact-dir", str(tmp_path / "art"), "--ui-type", "none"],
+        capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((tmp_path / "art" / "profile_export_aiperf.json").read_text())
+    assert summary["completed_request_count"]["avg"] == 8 and summary["error_summary"] == []
+    records = [json.loads(line) for line in (tmp_path / "art" / "profile_export.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and all("error" not in r or r["error"] is None for r in records)
+    assert [r["metrics"]["usage_completion_tokens"]["value"] for r in records] == [12] * 8
+
+
+
+def test_langchain_text_tools_and_structured_output(url: str) -> None:
+    """LangChain's ChatOpenAI: text whole and streamed (with usage), a tool call whole and streamed, the tool's
+    result sent back, structured output by JSON schema and JSON mode."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(model="a", base_url=f"{url}/v1", api_key="none", max_tokens=40, max_retries=0, stream_usage=True)
+    assert chat.invoke("Hi", extra_body=script("Hello there")).content == "Hello there"
+    chunks = list(chat.stream("Hi", extra_body=script("Hello there")))
+    assert "".join(str(c.content) for c in chunks) == "Hello there"
+    assert [c.usage_metadata["output_tokens"] for c in chunks if c.usage_metadata] == [3]
+    tools = chat.bind_tools([get_weather])
+    ask = [HumanMessage("Weather in Paris?")]
+    call = tools.invoke(ask, extra_body=script(CALL))
+    assert [(c["name"], c["args"]) for c in call.tool_calls] == [("get_weather", {"city": "Paris"})]
+    merged: Any = None
+    for chunk in tools.stream(ask, extra_body=script(CALL)):
+        merged = chunk if merged is None else merged + chunk
+    assert [(c["name"], c["args"]) for c in merged.tool_calls] == [("get_weather", {"city": "Paris"})]
+    result = ToolMessage(get_weather(**call.tool_calls[0]["args"]), tool_call_id=call.tool_calls[0]["id"])
+    assert tools.invoke([*ask, call, result], extra_body=script("Sunny.")).content == "Sunny."
+    for method in ("json_schema", "json_mode"):
+        typed = chat.with_structured_output(Weather, method=method)
+        assert typed.invoke("Paris?", extra_body=script(WEATHER_JSON)) == Weather(city="Paris", sunny=True), method
+
+
+async def test_openai_agents_sdk_on_responses_and_chat(url: str) -> None:
+    """The OpenAI Agents SDK, on the Responses API (its default) and on chat completions: a text answer whole and
+    streamed, a tool run on the model's call, and an agent loop whose turns send back the calls, their outputs
+    and the reasoning: it must end at max_turns, not on an error from the frontend."""
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
+    from agents.exceptions import MaxTurnsExceeded
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+    tool = function_tool(get_weather)
+    turn = ["ReasoningItem", "MessageOutputItem", "ToolCallItem", "ToolCallOutputItem"]
+
+    def settings(text: str) -> ModelSettings:
+        return ModelSettings(max_tokens=80, extra_body=script(text))
+
+    for model in (OpenAIResponsesModel("a", client), OpenAIChatCompletionsModel("a", client)):
+        plain = Agent(name="plain", instructions="Be brief.", model=model, model_settings=settings("Hello there"))
+        assert (await Runner.run(plain, "Hi")).final_output == "Hello there"
+        streamed = Runner.run_streamed(plain, "Hi")
+        async for _ in streamed.stream_events():
+            pass
+        assert streamed.final_output == "Hello there"
+        once = Agent(name="once", model=model, tools=[tool], tool_use_behavior="stop_on_first_tool",
+                     model_settings=settings(CALL))
+        assert (await Runner.run(once, "Weather in Paris?")).final_output == "sunny in Paris"
+        loop = Agent(name="loop", model=model, tools=[tool],
+                     model_settings=settings("<think>\nI should look it up.\n</think>\n" + CALL))
+        for stream in (False, True):
+            with pytest.raises(MaxTurnsExceeded) as ended:
+                if stream:
+                    run = Runner.run_streamed(loop, "Weather in Paris?", max_turns=3)
+                    async for _ in run.stream_events():
+                        pass
+                else:
+                    await Runner.run(loop, "Weather in Paris?", max_turns=3)
+            assert ended.value.run_data is not None
+            assert [type(i).__name__ for i in ended.value.run_data.new_items] == turn * 3, (model, stream)
+    await client.close()
+
+
+async def test_pydantic_ai_text_and_typed_output(url: str) -> None:
+    """Pydantic AI on chat completions and the Responses API: text whole and streamed, and a typed output, which
+    it asks for as a `final_result` tool with tool_choice required (answered as vLLM's JSON list of calls)."""
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    client = AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
+    provider = OpenAIProvider(openai_client=client)
+    required = '[{"name": "final_result", "parameters": ' + WEATHER_JSON + "}]"
+    for model in (OpenAIChatModel("a", provider=provider), OpenAIResponsesModel("a", provider=provider)):
+        agent = Agent(model, instructions="Be brief.")
+        hello = {"max_tokens": 40, "extra_body": script("Hello there")}
+        assert (await agent.run("Hi", model_settings=hello)).output == "Hello there"  # type: ignore[arg-type]
+        async with agent.run_stream("Hi", model_settings=hello) as stream:  # type: ignore[arg-type]
+            assert await stream.get_output() == "Hello there"
+        typed = Agent(model, output_type=Weather)
+        answer = await typed.run("Weather in Paris?", model_settings={"max_tokens": 60, "extra_body": script(required)})
+        assert answer.output == Weather(city="Paris", sunny=True), model
+    await client.close()
