@@ -122,7 +122,7 @@ def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Pl
                                  startup_s=args.startup_s, down_headroom=args.down_headroom,
                                  prefill_pool=not run.aggregated, react_to_measured=True,
                                  length_window_s=args.length_window_s, spare_replicas=args.spare_replicas,
-                                 choose_layout=args.choose_layout and not run.aggregated,
+                                 spare_always=args.spare_always, choose_layout=args.choose_layout and not run.aggregated,
                                  forecast_margin=args.forecast_margin, max_decode=b - 1, max_total=b)
         policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile, args.max_harmonics))
         return Planner(policy, limits, VirtualClock())
@@ -248,7 +248,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-harmonics", type=int, default=4, help="SLA planner, seasonal predictor: most harmonics "
                    "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
     p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
-                   "needs any (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
+                   "needs any, where two of its long prompts together would miss the TTFT target "
+                   "(cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
+    p.add_argument("--spare-always", action=argparse.BooleanOptionalAction, default=False, help="SLA planner: "
+                   "the spare in every pool that needs a worker, whatever its prompts (planner.spare_always)")
     p.add_argument("--forecast-margin", type=float, default=0.95, help="SLA planner: scale up for the prediction "
                    "+ this quantile of its errors one start-up ahead (cluster.yaml's planner.forecast_margin, "
                    "default 0.95; 0: the prediction alone)")

@@ -47,6 +47,8 @@ class Needs:
     rho: float  # the prefill utilisation the TTFT target allows
     why_prefill: str
     why_decode: str
+    pair_prefill: float = math.inf  # seconds two of the prefill pool's long prompts take together (`pair_s`)
+    pair_decode: float = math.inf  # ... of the prompts prefilled on the decode pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,27 @@ def prefill_moments(profile: EngineProfile, dist: tuple[tuple[float, float], ...
     return es, es2, (lone / lone_w if lone_w else ttft_target_s), lone_all
 
 
+PAIR_SHARE = 0.05  # the prompts a pool's spare worker is for: its longest 5%
+
+
+def pair_s(profile: EngineProfile, dist: tuple[tuple[float, float], ...], cached_share: float, correction: float,
+           share: float = PAIR_SHARE) -> float:
+    """Seconds until the second of two long prompts of `dist` (the shortest of its longest `share`), arriving
+    together on one worker, has its first token: it waits for the first one's prefill, then takes its own. The
+    queue model sizes for the mean TTFT, and misses such coincidences where this is over the target (a spare
+    worker is for them); where it is not, the pool absorbs them. 0 for an empty distribution."""
+    if not dist:
+        return 0.0
+    left, isl = share, 0.0
+    for isl, weight in sorted(dist, reverse=True):
+        left -= weight
+        if left <= 1e-9:
+            break
+    u = 1.0 - cached_share
+    first = isl * u / max(profile.prefill_throughput_tps(isl), 1e-9) * correction
+    return first + profile.prefill_ttft_s(isl) * u * correction
+
+
 def _replicas(rate: float, es: float, es2: float, lone: float, t: Targets) -> tuple[float, float]:
     """(replicas, utilisation) for prefills of these moments at `rate` within the TTFT target."""
     if rate <= 0 or es <= 0:
@@ -127,7 +150,9 @@ def needs(profile: EngineProfile, w: Workload, rate: float, t: Targets, prefill_
              f"(itl corr {decode_correction:.2f}){note}")
     if local > 0:
         why_d += f"; + {local:.2f} replicas of local prefill"
-    return Needs(remote, decode + local, rho, why_p, why_d)
+    pair_p = pair_s(profile, remote_dist, w.cached_share, prefill_correction)
+    pair_d = pair_s(profile, local_dist, w.cached_share, prefill_correction)
+    return Needs(remote, decode + local, rho, why_p, why_d, pair_p, pair_d)
 
 
 def predicted_ttft_s(profile: EngineProfile, w: Workload, rate: float, replicas: int, ttft_target_s: float,

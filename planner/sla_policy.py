@@ -34,6 +34,10 @@ Every tick, from the frontend's traffic over the last interval:
    Each pool that needs any worker gets `spare_replicas` more at both rates
    (N+1): the queueing model sizes for the mean TTFT, and a pool sized so,
    one or two workers in a trough, misses when two long prompts come together.
+   Only where they would: where two of the pool's longest 5% of prompts, one
+   after the other on one worker, take longer than the TTFT target
+   (`sizing.pair_s`; `spare_always`: in every pool). A pool of short or cached
+   prompts (chat, the decode pool of conditional P/D) absorbs them.
    A pool grows to `up`; it shrinks only to what `keep` still fits.
 4. with `choose_layout` (the prefill pool's minimum is 0), the decode workers
    alone, prefilling every prompt, are sized too: while they need no more
@@ -74,7 +78,9 @@ class SlaPolicyConfig:
     prefill_pool: bool = True  # False: aggregated workers only; every prefill runs on the decode pool
     react_to_measured: bool = False  # scale up at once for a measured rate above the prediction (a burst's onset)
     length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
-    spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1)
+    spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1), where
+    # two of its long prompts together would miss the TTFT target (sizing.pair_s), or always:
+    spare_always: bool = False
     choose_layout: bool = False  # weigh the prefill pool every tick: none while decode workers alone need fewer
     forecast_margin: float = 0.0  # scale up for the forecast + this quantile of its errors one start-up ahead; 0: off
     forecast_margin_window_s: float = 600.0  # ... of the forecasts settled over this long
@@ -137,16 +143,24 @@ class SlaPolicy:
         margin = f" + {self.margin:.2f} forecast margin" if self.margin else ""
         seen = (f"rate {rate:.2f}/s (now {now_rate:.2f}, in {c.startup_s:g}-{c.startup_s + (dt or 0.0):g}s "
                 f"{ahead:.2f}{margin}, peak {peak:.2f}): ")
-        spare = c.spare_replicas
         if c.choose_layout and c.prefill_pool:
             one_pool = self._one_pool(obs, current, up, up_rate, keep_rate, seen)
             if not isinstance(one_pool, str):
                 return one_pool
             seen += one_pool
+        (spare_p, why_p), (spare_d, why_d) = self._spare(up.pair_prefill), self._spare(up.pair_decode)
         return {
-            Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill, spare),
-            Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode, spare),
+            Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill + why_p, spare_p),
+            Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode + why_d, spare_d),
         }
+
+    def _spare(self, pair_s: float) -> tuple[int, str]:
+        """The spare workers of a pool whose two long prompts together take `pair_s` (sizing.pair_s): none
+        where that is within the TTFT target (the pool absorbs such coincidences), and why."""
+        c = self.config
+        if not c.spare_replicas or c.spare_always or pair_s > c.ttft_target_s:
+            return c.spare_replicas, ""
+        return 0, f"; no spare: two long prompts together take {pair_s:.2f} s"
 
     def _one_pool(self, obs: Observation, current: Replicas, up: Needs, up_rate: float, keep_rate: float,
                   seen: str) -> dict[Pool, Proposal] | str:
@@ -161,10 +175,11 @@ class SlaPolicy:
         prefills between its decode steps. Both pools kept: a note for the decision's reason instead ("" unless
         one pool was cheaper and the limits alone refused it)."""
         assert self.workload is not None
-        spare = self.config.spare_replicas
         local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)
         alone = self._needs(up_rate, local, correction)
-        pools, one = _workers(up.prefill, spare) + _workers(up.decode, spare), _workers(alone.decode, spare)
+        (spare_p, _), (spare_d, _), (spare, why_spare) = (self._spare(x) for x in (up.pair_prefill, up.pair_decode,
+                                                                                   alone.pair_decode))
+        pools, one = _workers(up.prefill, spare_p) + _workers(up.decode, spare_d), _workers(alone.decode, spare)
         c = self.config  # can the decode workers be started beside the prefill workers kept meanwhile?
         fits = (c.max_decode is None or one <= c.max_decode) and (c.max_total is None or
                                                                   one + current.prefill <= c.max_total)
@@ -180,7 +195,7 @@ class SlaPolicy:
         if not self.one_pool:
             return ""
         decode = _plan(current.decode, alone.decode, self._needs(keep_rate, local, correction).decode,
-                       seen + alone.why_decode, spare)
+                       seen + alone.why_decode + why_spare, spare)
         serving = len(obs.decode)  # decode workers reporting load: started, not starting
         if current.prefill and serving < decode.replicas:  # make before break
             return {Pool.PREFILL: Proposal(current.prefill, f"{seen}{why}: the prefill pool kept until the decode "

@@ -50,7 +50,7 @@ def make_policy(p: PlannerSpec, has_prefill: bool = True) -> Policy:
                                  startup_s=p.worker_startup_s, down_headroom=p.down_headroom,
                                  prefill_pool=has_prefill, react_to_measured=p.react_to_measured,
                                  length_window_s=p.length_window_s, spare_replicas=p.spare_replicas,
-                                 choose_layout=has_prefill and p.prefill.min_replicas == 0,
+                                 spare_always=p.spare_always, choose_layout=has_prefill and p.prefill.min_replicas == 0,
                                  forecast_margin=p.forecast_margin, forecast_margin_window_s=p.forecast_margin_window_s,
                                  max_decode=p.decode.max_replicas, max_total=p.max_total_replicas)
         return SlaPolicy(config, profile, make_predictor(p))

@@ -122,13 +122,13 @@ def test_a_prefill_pool_that_does_not_pay_for_itself_is_dropped():
     mostly_short = traffic(12.0, ((16000.0, 0.05), (300.0, 0.95)), remote=0.05)
     serving = tuple(DecodeLoad(f"d{i}", kv_usage=0.5, waiting=0, running=8) for i in range(2))
     for choose, expect in ((True, Replicas(0, 2)), (False, Replicas(2, 2))):
-        config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=choose)
+        config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, spare_always=True, choose_layout=choose)
         obs = Observation(decode=serving, traffic=mostly_short)
         proposal = SlaPolicy(config, PROFILE).propose(obs, Replicas(2, 2), 10.0)
         assert Replicas(proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == expect, proposal
         assert ("no prefill pool" in proposal[Pool.PREFILL].reason) is choose
     # Make before break: while the second decode worker is still starting, the prefill workers stay.
-    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, spare_always=True, choose_layout=True)
     proposal = SlaPolicy(config, PROFILE).propose(Observation(decode=serving[:1], traffic=mostly_short),
                                                   Replicas(2, 2), 10.0)
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (2, 2), proposal
@@ -137,7 +137,7 @@ def test_a_prefill_pool_that_does_not_pay_for_itself_is_dropped():
     # meanwhile: not within a budget of 3 (they would wait for it for ever; the reason says so), within 4.
     for budget, why in ((3, "the limits cannot start 2 decode workers beside the 2 prefill kept meanwhile"),
                         (4, "the prefill pool kept until the decode workers serve (1 of 2)")):
-        config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True,
+        config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, spare_always=True, choose_layout=True,
                                  max_total=budget)
         proposal = SlaPolicy(config, PROFILE).propose(Observation(decode=serving[:1], traffic=mostly_short),
                                                       Replicas(2, 1), 10.0)
@@ -148,7 +148,7 @@ def test_a_long_tail_under_a_tight_ttft_gets_a_prefill_pool_from_none():
     """With no prefill workers, the frontend still counts the prompts a prefill pool would take (5% at 60k
     tokens here). On decode workers alone, the short prompts would queue behind them: within a 0.5 s TTFT,
     one pool needs 9.7 + 1 workers; a prefill pool for the long ones 3.8 + 1, and decode 1.6 + 1."""
-    config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, spare_always=True, choose_layout=True)
     long_tail = traffic(12.0, ((60000.0, 0.05), (500.0, 0.95)), remote=0.05)
     proposal = SlaPolicy(config, PROFILE).propose(Observation(traffic=long_tail), Replicas(0, 6), 10.0)
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (5, 3), proposal
@@ -159,7 +159,7 @@ def test_decode_workers_alone_prefill_no_faster_than_the_profile_nor_the_prefill
     its decode steps: no faster than the profile's lone prefill, nor than the prefill pool measured. At 40 req/s
     of mostly short prompts, decode workers alone need 3.1 + 1 at the profile's speed (a pool measured faster,
     0.5, would size them 2.4 + 1), and 5.0 + 1 where the prefill pool measured twice the profile's times."""
-    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    config = SlaPolicyConfig(ttft_target_s=2.0, itl_target_s=0.05, spare_replicas=1, spare_always=True, choose_layout=True)
     busy = traffic(40.0, ((16000.0, 0.05), (300.0, 0.95)), remote=0.05)
     serving = tuple(DecodeLoad(f"d{i}", kv_usage=0.5, waiting=0, running=8) for i in range(6))
     for correction, decode in ((1.0, 5), (0.5, 5), (2.0, 7)):
@@ -173,7 +173,7 @@ def test_the_layout_is_not_changed_back_for_one_worker():
     """Within a 0.5 s TTFT, with 5% of prompts at 60k tokens: at 3 req/s one pool and two need 4 workers each
     (a tie: one pool); at 5 req/s one pool needs 6 and two 5, so a planner that has no prefill pool keeps it
     so, while one that has both keeps both; at 7.5 req/s two pools need 6 against 8, and it builds them."""
-    config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, choose_layout=True)
+    config = SlaPolicyConfig(ttft_target_s=0.5, itl_target_s=0.05, spare_replicas=1, spare_always=True, choose_layout=True)
     long_tail = traffic(5.0, ((60000.0, 0.05), (500.0, 0.95)), remote=0.05)
     rate = {"now": 3.0}
     policy = SlaPolicy(config, PROFILE, Known(lambda t: rate["now"]))

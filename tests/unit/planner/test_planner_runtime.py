@@ -120,17 +120,19 @@ def test_wiring_from_the_spec():
         "models": [{"name": "m", "path": "builtin:tiny"}],
         "pools": [{"name": "p", "role": "prefill", "engine": "mock"}, {"name": "d", "role": "decode", "engine": "mock"}],
         "planner": {"enabled": True, "policy": "sla", "decode": {"min_replicas": 2, "max_replicas": 3}, "max_step": 1,
-                    "max_step_up": 4, "length_window_s": 120, "spare_replicas": 2, "forecast_margin": 0.9,
+                    "max_step_up": 4, "length_window_s": 120, "spare_replicas": 2, "spare_always": True,
+                    "forecast_margin": 0.9,
                     "forecast_margin_window_s": 300},
     })
     assert {k: v.name for k, v in scaled_pools(spec).items()} == {Pool.PREFILL: "p", Pool.DECODE: "d"}
     policy = make_policy(spec.planner)
     assert isinstance(policy, SlaPolicy) and policy.config.length_window_s == 120
-    assert policy.config.spare_replicas == 2
+    assert policy.config.spare_replicas == 2 and policy.config.spare_always
     assert (policy.config.max_decode, policy.config.max_total) == (3, 8)
     assert policy.errors is not None and (policy.errors.quantile, policy.errors.window_s) == (0.9, 300)
     default = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla"}})
     assert make_policy(default.planner).config.spare_replicas == 1  # type: ignore[attr-defined]
+    assert not make_policy(default.planner).config.spare_always  # type: ignore[attr-defined]
     assert make_policy(default.planner).config.forecast_margin == 0.95  # type: ignore[attr-defined]
     off = ClusterSpec.model_validate({**spec.model_dump(), "planner": {"enabled": True, "policy": "sla",
                                                                        "forecast_margin": 0}}).planner

@@ -9,10 +9,10 @@ import random
 import pytest
 
 from planner import (
-    DecodeLoad, EngineProfile, Limits, Observation, Planner, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig,
+    DecodeLoad, EngineProfile, Limits, Observation, Planner, Pool, PoolLimits, Replicas, SlaPolicy, SlaPolicyConfig,
     Traffic, VirtualClock,
 )  # fmt: skip
-from planner.sizing import predicted_remote_prefill_s
+from planner.sizing import pair_s, predicted_remote_prefill_s
 from planner.sla_policy import LengthWindow
 
 PROFILE = EngineProfile.load()
@@ -218,10 +218,10 @@ def test_lengths_unknown_keeps_the_pools():
 
 
 def test_spare_replicas_are_added_to_each_pool_that_needs_any():
-    """N+1: the same load sized with one spare worker asks for one more in each pool, both growing and
-    keeping; an aggregated policy (no prefill pool) and no traffic get none."""
+    """N+1 (`spare_always`): the same load sized with one spare worker asks for one more in each pool, both
+    growing and keeping; an aggregated policy (no prefill pool) and no traffic get none."""
     plain, _ = planner()
-    spare, _ = planner(config=dataclasses.replace(CONFIG, spare_replicas=1))
+    spare, _ = planner(config=dataclasses.replace(CONFIG, spare_replicas=1, spare_always=True))
     for rate in (0.5, 10.0):
         a, b = plain.tick(obs(rate), Replicas(1, 1)), spare.tick(obs(rate), Replicas(1, 1))
         assert b.replicas == Replicas(a.replicas.prefill + 1, a.replicas.decode + 1)
@@ -229,9 +229,33 @@ def test_spare_replicas_are_added_to_each_pool_that_needs_any():
     high = Replicas(9, 9)  # shrinking keeps the spare too
     a, b = plain.tick(obs(0.5), high), spare.tick(obs(0.5), high)
     assert b.replicas == Replicas(a.replicas.prefill + 1, a.replicas.decode + 1) != high
-    agg = dataclasses.replace(CONFIG, spare_replicas=1, prefill_pool=False)
+    agg = dataclasses.replace(CONFIG, spare_replicas=1, spare_always=True, prefill_pool=False)
     agg_limits = dataclasses.replace(BIG, prefill=PoolLimits(0, 0))
     d = planner(agg_limits, agg)[0].tick(obs(0.5), Replicas(0, 1))
     assert d.replicas.prefill == 0 and "spare" not in d.prefill.reason and "+ 1 spare" in d.decode.reason
     idle = spare.tick(Observation(traffic=Traffic(request_rate=0.0)), Replicas(3, 3))
     assert idle.replicas == Replicas(1, 1)  # the pools' minimums
+
+
+def test_a_spare_goes_where_two_long_prompts_together_would_miss_the_target():
+    """Within 1 s, two 16k-token prompts take 1.10 s one after the other (sizing.pair_s): the prefill pool that
+    takes them gets the spare. The decode pool prefills the 300-token rest and absorbs them: none, and the
+    reason says why. Nor does an aggregated pool of 4k-token prompts (0.24 s for two); unless `spare_always`."""
+    mix = Observation(prefill_queue=0, decode=(DecodeLoad("d0", 0.3, 0, 8),), traffic=Traffic(
+        request_rate=4.0, osl=200, isl_dist=((16000.0, 0.5), (300.0, 0.5)), remote_share=0.5, cached_share=0.0))
+    assert pair_s(PROFILE, ((16000.0, 1.0),), 0.0, 1.0) == pytest.approx(1.10, abs=0.01)
+    plain, _ = planner()
+    spare, _ = planner(config=dataclasses.replace(CONFIG, spare_replicas=1))
+    a, b = plain.tick(mix, Replicas(1, 1)), spare.tick(mix, Replicas(1, 1))
+    assert b.replicas == Replicas(a.replicas.prefill + 1, a.replicas.decode), (a, b)
+    assert "+ 1 spare" in b.prefill.reason and "no spare: two long prompts together take 0.02 s" in b.decode.reason
+    agg = dataclasses.replace(CONFIG, spare_replicas=1, prefill_pool=False)
+    agg_limits = dataclasses.replace(BIG, prefill=PoolLimits(0, 0))
+    for always, decode in ((False, 1), (True, 2)):
+        d = planner(agg_limits, dataclasses.replace(agg, spare_always=always))[0].tick(obs(0.5), Replicas(0, 1))
+        assert d.replicas == Replicas(0, decode) and ("no spare" in d.decode.reason) is not always, d
+    # Weighing the prefill pool (choose_layout): decode workers alone, prefilling 4k-token prompts, get none.
+    layout = SlaPolicy(dataclasses.replace(CONFIG, spare_replicas=1, choose_layout=True), PROFILE)
+    proposal = layout.propose(obs(0.5, workers=1), Replicas(0, 1), 10.0)
+    assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, 1), proposal
+    assert "no spare: two long prompts together take 0.24 s" in proposal[Pool.DECODE].reason
