@@ -49,6 +49,8 @@ class Needs:
     why_decode: str
     pair_prefill: float = math.inf  # seconds two of the prefill pool's long prompts take together (`pair_s`)
     pair_decode: float = math.inf  # ... of the prompts prefilled on the decode pool
+    busy_prefill: float = 1.0  # share of the prefill pool's whole workers' time spent prefilling (at the rate)
+    busy_decode: float = 1.0  # ... of the decode pool's, on its local prefills
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,7 @@ def prefill_moments(profile: EngineProfile, dist: tuple[tuple[float, float], ...
 
 
 PAIR_SHARE = 0.05  # the prompts a pool's spare worker is for: its longest 5%
+BUSY_SHARE = 0.5  # ... and a pool whose workers prefill more than half the time: a prompt mostly waits
 
 
 def pair_s(profile: EngineProfile, dist: tuple[tuple[float, float], ...], cached_share: float, correction: float,
@@ -152,7 +155,9 @@ def needs(profile: EngineProfile, w: Workload, rate: float, t: Targets, prefill_
         why_d += f"; + {local:.2f} replicas of local prefill"
     pair_p = pair_s(profile, remote_dist, w.cached_share, prefill_correction)
     pair_d = pair_s(profile, local_dist, w.cached_share, prefill_correction)
-    return Needs(remote, decode + local, rho, why_p, why_d, pair_p, pair_d)
+    busy_p = rate * w.remote_share * es / max(1, math.ceil(remote - 1e-9))
+    busy_d = rate * (1 - w.remote_share) * les / max(1, math.ceil(decode + local - 1e-9))
+    return Needs(remote, decode + local, rho, why_p, why_d, pair_p, pair_d, busy_p, busy_d)
 
 
 def predicted_ttft_s(profile: EngineProfile, w: Workload, rate: float, replicas: int, ttft_target_s: float,

@@ -36,8 +36,11 @@ Every tick, from the frontend's traffic over the last interval:
    one or two workers in a trough, misses when two long prompts come together.
    Only where they would: where two of the pool's longest 5% of prompts, one
    after the other on one worker, take longer than the TTFT target
-   (`sizing.pair_s`; `spare_always`: in every pool). A pool of short or cached
-   prompts (chat, the decode pool of conditional P/D) absorbs them.
+   (`sizing.pair_s`), or where its whole workers spend more than half their
+   time prefilling, so that a prompt mostly waits behind another and the mean
+   the queue model sizes for hides a long tail (`spare_always`: in every
+   pool). A pool of short or cached prompts that prefills a small share of
+   its time (chat, the decode pool of conditional P/D) absorbs them.
    A pool grows to `up`; it shrinks only to what `keep` still fits.
 4. with `choose_layout` (the prefill pool's minimum is 0), the decode workers
    alone, prefilling every prompt, are sized too: while they need no more
@@ -60,7 +63,15 @@ from dataclasses import dataclass, replace
 
 from planner.predict import ForecastErrors, KalmanPredictor, Predictor
 from planner.profile import EngineProfile
-from planner.sizing import Needs, Targets, Workload, fit_prefill_correction, needs, predicted_ttft_s
+from planner.sizing import (
+    BUSY_SHARE,
+    Needs,
+    Targets,
+    Workload,
+    fit_prefill_correction,
+    needs,
+    predicted_ttft_s,
+)
 from planner.types import Observation, Pool, Proposal, Replicas, Traffic
 
 
@@ -79,7 +90,8 @@ class SlaPolicyConfig:
     react_to_measured: bool = False  # scale up at once for a measured rate above the prediction (a burst's onset)
     length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
     spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1), where
-    # two of its long prompts together would miss the TTFT target (sizing.pair_s), or always:
+    # two of its long prompts together would miss the TTFT target (sizing.pair_s) or it prefills more than half
+    # the time (sizing.BUSY_SHARE), or always:
     spare_always: bool = False
     choose_layout: bool = False  # weigh the prefill pool every tick: none while decode workers alone need fewer
     forecast_margin: float = 0.0  # scale up for the forecast + this quantile of its errors one start-up ahead; 0: off
@@ -148,19 +160,21 @@ class SlaPolicy:
             if not isinstance(one_pool, str):
                 return one_pool
             seen += one_pool
-        (spare_p, why_p), (spare_d, why_d) = self._spare(up.pair_prefill), self._spare(up.pair_decode)
+        (spare_p, why_p), (spare_d, why_d) = (self._spare(up.pair_prefill, up.busy_prefill),
+                                              self._spare(up.pair_decode, up.busy_decode))
         return {
             Pool.PREFILL: _plan(current.prefill, up.prefill, keep.prefill, seen + up.why_prefill + why_p, spare_p),
             Pool.DECODE: _plan(current.decode, up.decode, keep.decode, seen + up.why_decode + why_d, spare_d),
         }
 
-    def _spare(self, pair_s: float) -> tuple[int, str]:
-        """The spare workers of a pool whose two long prompts together take `pair_s` (sizing.pair_s): none
-        where that is within the TTFT target (the pool absorbs such coincidences), and why."""
+    def _spare(self, pair_s: float, busy: float) -> tuple[int, str]:
+        """The spare workers of a pool whose two long prompts together take `pair_s` (sizing.pair_s) and whose
+        whole workers spend `busy` of their time prefilling: none where the first is within the TTFT target and
+        the second at most `BUSY_SHARE` (the pool absorbs such coincidences, and a prompt seldom waits), and why."""
         c = self.config
-        if not c.spare_replicas or c.spare_always or pair_s > c.ttft_target_s:
+        if not c.spare_replicas or c.spare_always or pair_s > c.ttft_target_s or busy > BUSY_SHARE:
             return c.spare_replicas, ""
-        return 0, f"; no spare: two long prompts together take {pair_s:.2f} s"
+        return 0, f"; no spare: two long prompts together take {pair_s:.2f} s, prefills keep it {busy:.0%} busy"
 
     def _one_pool(self, obs: Observation, current: Replicas, up: Needs, up_rate: float, keep_rate: float,
                   seen: str) -> dict[Pool, Proposal] | str:
@@ -177,8 +191,9 @@ class SlaPolicy:
         assert self.workload is not None
         local, correction = replace(self.workload, remote_share=0.0), max(1.0, self.prefill_correction)
         alone = self._needs(up_rate, local, correction)
-        (spare_p, _), (spare_d, _), (spare, why_spare) = (self._spare(x) for x in (up.pair_prefill, up.pair_decode,
-                                                                                   alone.pair_decode))
+        (spare_p, _), (spare_d, _), (spare, why_spare) = (
+            self._spare(up.pair_prefill, up.busy_prefill), self._spare(up.pair_decode, up.busy_decode),
+            self._spare(alone.pair_decode, alone.busy_decode))
         pools, one = _workers(up.prefill, spare_p) + _workers(up.decode, spare_d), _workers(alone.decode, spare)
         c = self.config  # can the decode workers be started beside the prefill workers kept meanwhile?
         fits = (c.max_decode is None or one <= c.max_decode) and (c.max_total is None or

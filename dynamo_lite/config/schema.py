@@ -196,7 +196,7 @@ class PlannerSpec(Section):
     length_window_s: Annotated[float, Field(ge=0)] = 60.0
     """sla policy: size from the prompt lengths (and cached and remote shares) of the requests of the last this many seconds; 0: the last interval's only."""
     spare_replicas: Annotated[int, Field(ge=0)] = 1
-    """sla policy: workers added to each pool that needs any, beyond what the targets size it for (N+1), where two of its longest 5% of prompts arriving together would miss ttft_target_ms: a small pool sized for the mean TTFT misses such coincidences; one whose long prompts take a fraction of the target absorbs them."""
+    """sla policy: workers added to each pool that needs any, beyond what the targets size it for (N+1), where two of its longest 5% of prompts arriving together would miss ttft_target_ms, or where its workers would spend more than half their time prefilling: a pool sized for the mean TTFT misses such coincidences and has a long queue tail; one of short prompts that prefills a small share of its time absorbs them."""
     spare_always: bool = False
     """sla policy: spare_replicas in every pool that needs a worker, whatever its prompts (N+1 for redundancy, not only for long prompts)."""
     forecast_margin: Annotated[float, Field(ge=0, lt=1)] = 0.95

@@ -237,10 +237,12 @@ def test_spare_replicas_are_added_to_each_pool_that_needs_any():
     assert idle.replicas == Replicas(1, 1)  # the pools' minimums
 
 
-def test_a_spare_goes_where_two_long_prompts_together_would_miss_the_target():
+def test_a_spare_goes_where_two_long_prompts_together_would_miss_the_target_or_prefills_keep_a_pool_busy():
     """Within 1 s, two 16k-token prompts take 1.10 s one after the other (sizing.pair_s): the prefill pool that
     takes them gets the spare. The decode pool prefills the 300-token rest and absorbs them: none, and the
-    reason says why. Nor does an aggregated pool of 4k-token prompts (0.24 s for two); unless `spare_always`."""
+    reason says why. Nor does an aggregated pool of 4k-token prompts (0.24 s for two); unless `spare_always`.
+    Within 2 s, two 8k-token prompts take 0.49 s, and a prefill pool that takes them at 0.5 req/s is 6% busy:
+    none; at 5 req/s it prefills 62% of the time, a prompt mostly waits behind another: the spare."""
     mix = Observation(prefill_queue=0, decode=(DecodeLoad("d0", 0.3, 0, 8),), traffic=Traffic(
         request_rate=4.0, osl=200, isl_dist=((16000.0, 0.5), (300.0, 0.5)), remote_share=0.5, cached_share=0.0))
     assert pair_s(PROFILE, ((16000.0, 1.0),), 0.0, 1.0) == pytest.approx(1.10, abs=0.01)
@@ -259,3 +261,9 @@ def test_a_spare_goes_where_two_long_prompts_together_would_miss_the_target():
     proposal = layout.propose(obs(0.5, workers=1), Replicas(0, 1), 10.0)
     assert (proposal[Pool.PREFILL].replicas, proposal[Pool.DECODE].replicas) == (0, 1), proposal
     assert "no spare: two long prompts together take 0.24 s" in proposal[Pool.DECODE].reason
+    relaxed = dataclasses.replace(CONFIG, ttft_target_s=2.0, spare_replicas=1)
+    for rate, spares in ((0.5, False), (5.0, True)):
+        mid = Observation(prefill_queue=0, decode=(DecodeLoad("d0", 0.3, 0, 8),), traffic=Traffic(
+            request_rate=rate, osl=200, isl_dist=((8000.0, 0.5), (300.0, 0.5)), remote_share=0.5, cached_share=0.0))
+        reason = SlaPolicy(relaxed, PROFILE).propose(mid, Replicas(1, 1), 10.0)[Pool.PREFILL].reason
+        assert ("+ 1 spare" in reason) is spares and ("no spare" in reason) is not spares, (rate, reason)
