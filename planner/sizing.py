@@ -16,6 +16,8 @@ found cached, and the share of requests whose prefill goes to the prefill pool
   within the target at context isl + osl/2; at least enough KV cache for the
   sequences in flight (Little's law); plus the prefills that run locally.
 Corrections (observed over predicted latency) scale the service times.
+Sized for the mean TTFT, a small pool misses when two long prompts come together, and a busy one has a long
+queue tail: `pair_s` and each pool's busy share tell the SLA policy where its spare worker is needed.
 """
 
 from __future__ import annotations

@@ -91,8 +91,8 @@ class SlaPolicyConfig:
     length_window_s: float = 60.0  # prompt lengths, cached and remote shares: over the requests of this long
     spare_replicas: int = 0  # workers added to each pool that needs any, beyond what the model sizes (N+1), where
     # two of its long prompts together would miss the TTFT target (sizing.pair_s) or it prefills more than half
-    # the time (sizing.BUSY_SHARE), or always:
-    spare_always: bool = False
+    # the time (sizing.BUSY_SHARE)
+    spare_always: bool = False  # spare_replicas in every pool that needs any, whatever its prompts
     choose_layout: bool = False  # weigh the prefill pool every tick: none while decode workers alone need fewer
     forecast_margin: float = 0.0  # scale up for the forecast + this quantile of its errors one start-up ahead; 0: off
     forecast_margin_window_s: float = 600.0  # ... of the forecasts settled over this long
