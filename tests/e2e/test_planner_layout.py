@@ -1,8 +1,9 @@
 """The SLA planner drops a prefill pool that does not pay for itself (`planner.prefill.min_replicas: 0`), live:
 `orchestrator up` with the real frontend, a mock prefill pool of 2 and a decode pool of 1, and traffic where one
-prompt in ten is long enough for the prefill pool. Sized as two pools, each with its spare, that is 4 workers;
-decode workers alone, prefilling every prompt, need 2. The planner grows the decode pool, removes the prefill
-workers once the new decode worker serves, and every request is answered."""
+prompt in ten is long enough for the prefill pool. Sized as two pools, each with its spare (`spare_always`:
+these short prompts would not earn one), that is 4 workers; decode workers alone, prefilling every prompt,
+need 2. The planner grows the decode pool, removes the prefill workers once the new decode worker serves, and
+every request is answered."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def spec_text(tmp: Path, port: int) -> str:
             f"  - {{name: prefill, role: prefill, engine: mock, replicas: 2, mock: {mock}}}\n"
             f"  - {{name: decode, role: decode, engine: mock, replicas: 1, mock: {mock}}}\n"
             "planner: {enabled: true, policy: sla, interval_s: 1, cooldown_s: 0, scale_down_after: 3,\n"
-            "  worker_startup_s: 2, max_total_replicas: 4, ttft_target_ms: 2000, itl_target_ms: 200,\n"
+            "  worker_startup_s: 2, max_total_replicas: 4, ttft_target_ms: 2000, itl_target_ms: 200, spare_always: true,\n"
             "  prefill: {min_replicas: 0, max_replicas: 2}, decode: {min_replicas: 1, max_replicas: 3}}\n")
 
 
