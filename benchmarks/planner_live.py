@@ -46,9 +46,10 @@ def spec_text(state: Path, port: int, prefill_min: int) -> str:
             f"frontend: {{port: {port}, router: {{copy_weight: 1.0}}}}\n"  # the simulation's (planner_sim_fleet)
             f"pools:\n  - {{name: prefill, role: prefill, engine: mock, replicas: 2, mock: {mock}}}\n"
             f"  - {{name: decode, role: decode, engine: mock, replicas: 1, mock: {mock}}}\n"
-            f"planner: {{enabled: true, policy: sla, predictor: kalman, interval_s: {INTERVAL_S}, cooldown_s: 0,\n"
-            f"  scale_down_after: 2, max_step: 2, max_total_replicas: {BUDGET}, worker_startup_s: {STARTUP_S},\n"
-            f"  react_to_measured: true, down_headroom: 0.4, ttft_target_ms: {TTFT_MS}, itl_target_ms: {ITL_MS},\n"
+            # the planner's own defaults otherwise, as the simulation's (planner_sim takes them from cluster.yaml's)
+            f"planner: {{enabled: true, policy: sla, predictor: kalman, interval_s: {INTERVAL_S},\n"
+            f"  max_total_replicas: {BUDGET}, worker_startup_s: {STARTUP_S},\n"
+            f"  ttft_target_ms: {TTFT_MS}, itl_target_ms: {ITL_MS},\n"
             f"  prefill: {{min_replicas: {prefill_min}, max_replicas: {BUDGET - 1}}},"
             f" decode: {{min_replicas: 1, max_replicas: {BUDGET - 1}}}}}\n")
 

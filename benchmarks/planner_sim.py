@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
 from benchmarks.planner_sim_report import plot, plot_frontier, print_table, summarise, sweep_table, verdict  # noqa: E402,E501
 from benchmarks.rate_profile import RateProfile  # noqa: E402
-from dynamo_lite.config.schema import DisaggregationSpec  # noqa: E402
+from dynamo_lite.config.schema import DisaggregationSpec, PlannerSpec  # noqa: E402
 from dynamo_lite.frontend.disagg import DisaggPolicy  # noqa: E402
 from planner import (  # noqa: E402
     EngineProfile, Limits, LoadPolicy, LoadPolicyConfig, Planner, Pool, PoolLimits, SlaPolicy, SlaPolicyConfig,
@@ -114,20 +114,21 @@ def make_predictor(name: str, profile: RateProfile, max_harmonics: int) -> Predi
 
 def make_planner(run: Run, args: argparse.Namespace, profile: RateProfile) -> Planner:
     b = args.budget
+    spec = PlannerSpec(policy=run.policy, cooldown_s=args.cooldown_s, scale_down_after=args.scale_down_after)
+    steps = dict(max_step=args.max_step, max_step_up=args.max_step_up, cooldown_s=spec.effective_cooldown_s,
+                 scale_down_after=spec.effective_scale_down_after)
     if run.policy == "sla":
         prefill = PoolLimits(0, 0) if run.aggregated else PoolLimits(0 if args.choose_layout else 1, b - 1)
-        limits = Limits(prefill=prefill, decode=PoolLimits(1, b - 1), max_total=b,
-                        max_step=args.max_step, max_step_up=args.max_step_up, cooldown_s=0.0, scale_down_after=args.scale_down_after)
+        limits = Limits(prefill=prefill, decode=PoolLimits(1, b - 1), max_total=b, **steps)
         config = SlaPolicyConfig(ttft_target_s=args.ttft_ms / 1000, itl_target_s=args.itl_ms / 1000,
                                  startup_s=args.startup_s, down_headroom=args.down_headroom,
-                                 prefill_pool=not run.aggregated, react_to_measured=True,
+                                 prefill_pool=not run.aggregated, react_to_measured=args.react_to_measured,
                                  length_window_s=args.length_window_s, spare_replicas=args.spare_replicas,
                                  spare_always=args.spare_always, choose_layout=args.choose_layout and not run.aggregated,
                                  forecast_margin=args.forecast_margin, max_decode=b - 1, max_total=b)
         policy = SlaPolicy(config, EngineProfile.load(), make_predictor(run.predictor, profile, args.max_harmonics))
         return Planner(policy, limits, VirtualClock())
-    limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, max_step=args.max_step,
-                    max_step_up=args.max_step_up, cooldown_s=30.0, scale_down_after=3)
+    limits = Limits(prefill=PoolLimits(1, b - 1), decode=PoolLimits(1, b - 1), max_total=b, **steps)
     return Planner(LoadPolicy(LoadPolicyConfig()), limits, VirtualClock())
 
 
@@ -238,21 +239,31 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--planner-start", default="4:2", help="planners: prefill:decode workers at the start")
     p.add_argument("--predictors", default="kalman,seasonal,last", help="SLA planner runs, one per predictor")
     p.add_argument("--interval-s", type=float, default=10.0, help="planner interval (and sampling of the plot)")
-    p.add_argument("--scale-down-after", type=int, default=2)
-    p.add_argument("--max-step", type=int, default=2, help="planners: most workers added or removed per tick")
-    p.add_argument("--max-step-up", type=int, default=None, help="planners: most workers added per tick, "
-                   "if not --max-step (cluster.yaml's planner.max_step_up)")
-    p.add_argument("--down-headroom", type=float, default=0.4)
-    p.add_argument("--length-window-s", type=float, default=60.0,
+    # The planners' settings default to cluster.yaml's (PlannerSpec): the results are what an operator gets.
+    spec = PlannerSpec()
+    p.add_argument("--scale-down-after", type=int, default=None, help="planners: ticks in a row asking for fewer "
+                   "before a pool shrinks (planner.scale_down_after; default: each policy's, sla 2, load 3)")
+    p.add_argument("--max-step", type=int, default=spec.max_step, help="planners: most workers removed per tick "
+                   f"(planner.max_step, default {spec.max_step})")
+    p.add_argument("--max-step-up", type=int, default=spec.max_step_up, help="planners: most workers added per "
+                   "tick (planner.max_step_up; default: no limit)")
+    p.add_argument("--cooldown-s", type=float, default=None, help="planners: a pool is held this long after it "
+                   "grows (planner.cooldown_s; default: each policy's, sla 0, load 60)")
+    p.add_argument("--react-to-measured", action=argparse.BooleanOptionalAction, default=spec.react_to_measured,
+                   help="SLA planner: also grow at once when the measured rate exceeds the prediction "
+                        "(planner.react_to_measured)")
+    p.add_argument("--down-headroom", type=float, default=spec.down_headroom, help="SLA planner: shrink only if "
+                   f"the predicted peak + this share fits (planner.down_headroom, default {spec.down_headroom})")
+    p.add_argument("--length-window-s", type=float, default=spec.length_window_s,
                    help="SLA planner: prompt lengths over the requests of this long (0: the last interval's)")
-    p.add_argument("--max-harmonics", type=int, default=4, help="SLA planner, seasonal predictor: most harmonics "
+    p.add_argument("--max-harmonics", type=int, default=spec.season_harmonics, help="SLA planner, seasonal predictor: most harmonics "
                    "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
-    p.add_argument("--spare-replicas", type=int, default=1, help="SLA planner: workers added to each pool that "
+    p.add_argument("--spare-replicas", type=int, default=spec.spare_replicas, help="SLA planner: workers added to each pool that "
                    "needs any, where two of its long prompts together would miss the TTFT target "
                    "(cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
     p.add_argument("--spare-always", action=argparse.BooleanOptionalAction, default=False, help="SLA planner: "
                    "the spare in every pool that needs a worker, whatever its prompts (planner.spare_always)")
-    p.add_argument("--forecast-margin", type=float, default=0.95, help="SLA planner: scale up for the prediction "
+    p.add_argument("--forecast-margin", type=float, default=spec.forecast_margin, help="SLA planner: scale up for the prediction "
                    "+ this quantile of its errors one start-up ahead (cluster.yaml's planner.forecast_margin, "
                    "default 0.95; 0: the prediction alone)")
     p.add_argument("--choose-layout", action=argparse.BooleanOptionalAction, default=False, help="SLA planner, "

@@ -7,8 +7,9 @@ have, then applies, in order and per pool:
    (its new replicas are still starting and absorbing load);
 3. hysteresis: a pool shrinks only after `scale_down_after` ticks in a row
    that asked for less (one quiet interval on a noisy load removes nothing);
-4. step: at most `max_step` replicas removed per tick, and `max_step_up`
-   (default: `max_step`) added;
+4. step: at most `max_step` replicas removed per tick, and at most
+   `max_step_up` added (None: no limit; a pool grows at once to what the
+   policy asks, within its limits and the budget);
 5. budget: prefill + decode within `max_total`; when growth does not fit, the
    pool asking for the larger relative increase gets the room first.
 Each constraint that changes a number says so in the decision's reason. Pure:
@@ -74,9 +75,8 @@ class Planner:
             return n, why + [f"held: cool-down after a scale-up {since_up:.0f}s ago"]
         if want < n and self._down_streak[pool] < self.limits.scale_down_after:
             return n, why + [f"held: low for {self._down_streak[pool]}/{self.limits.scale_down_after} ticks"]
-        up = self.limits.max_step_up
-        step = up if want > n and up is not None else self.limits.max_step
-        if abs(want - n) > step:
+        step = self.limits.max_step_up if want > n else self.limits.max_step
+        if step is not None and abs(want - n) > step:
             want = n + step if want > n else n - step
             why.append(f"step limited to {step}")
         return want, why

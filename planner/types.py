@@ -76,8 +76,8 @@ class Limits:
     prefill: PoolLimits
     decode: PoolLimits
     max_total: int  # budget: prefill + decode never exceed this (minimums win if they conflict)
-    max_step: int = 1  # most replicas added or removed per pool per tick
-    max_step_up: int | None = None  # most replicas added per tick, if not max_step (grow fast, shrink slowly)
+    max_step: int = 1  # most replicas removed per pool per tick
+    max_step_up: int | None = None  # most replicas added per pool per tick; None: no limit (grow at once)
     cooldown_s: float = 60.0  # after a scale-up, the pool is held this long
     scale_down_after: int = 3  # ticks in a row a policy must ask for fewer replicas before one goes
 

@@ -158,13 +158,13 @@ class PlannerSpec(Section):
     itl_target_ms: Annotated[float, Field(gt=0)] = 50.0
     """SLO on inter-token latency."""
     max_step: Annotated[int, Field(ge=1)] = 1
-    """Most workers added to or removed from a pool per decision."""
+    """Most workers removed from a pool per decision: a fleet shrinks slowly."""
     max_step_up: Annotated[int | None, Field(ge=1)] = None
-    """Most workers added to a pool per decision, if not max_step: a large fleet grows fast and shrinks slowly."""
-    cooldown_s: Annotated[float, Field(ge=0)] = 60.0
-    """After a pool scales up, its size is held this long (new workers start and absorb load)."""
-    scale_down_after: Annotated[int, Field(ge=1)] = 3
-    """A pool shrinks only after this many decisions in a row asked for fewer workers."""
+    """Most workers added to a pool per decision. null: no limit; a pool grows at once to what the policy asks, within its max_replicas and the budget (a worker asked for late serves late)."""
+    cooldown_s: Annotated[float, Field(ge=0)] | None = None
+    """After a pool scales up, its size is held this long (new workers start and absorb load). null: 60 under policy load, which reacts to queues that new workers have not drained yet; 0 under sla, which sizes for the rate one worker_startup_s ahead."""
+    scale_down_after: Annotated[int, Field(ge=1)] | None = None
+    """A pool shrinks only after this many decisions in a row asked for fewer workers. null: 3 under policy load, 2 under sla."""
     prefill_queue_up: Annotated[float, Field(gt=0)] = 4.0
     """load policy: pending prefill jobs per prefill worker above which prefill scales up."""
     prefill_queue_down: Annotated[float, Field(ge=0)] = 0.5
@@ -189,9 +189,9 @@ class PlannerSpec(Section):
     """sla policy, predictor seasonal: the most harmonics of the period fitted; how many is chosen at every tick by BIC, once a whole period is seen. 1: a sine; more: a cycle with edges (a burst at the same hour every day)."""
     worker_startup_s: Annotated[float, Field(ge=0)] = 30.0
     """sla policy: seconds from asking for a worker to it serving; scale-up is sized for the rate predicted this far ahead."""
-    down_headroom: Annotated[float, Field(ge=0)] = 0.2
+    down_headroom: Annotated[float, Field(ge=0)] = 0.4
     """sla policy: a pool shrinks only if the highest rate predicted over the next worker_startup_s, plus this share, fits one worker fewer."""
-    react_to_measured: bool = False
+    react_to_measured: bool = True
     """sla policy: also scale up at once when the measured rate exceeds the prediction (a burst's onset; noisier)."""
     length_window_s: Annotated[float, Field(ge=0)] = 60.0
     """sla policy: size from the prompt lengths (and cached and remote shares) of the requests of the last this many seconds; 0: the last interval's only."""
@@ -207,6 +207,20 @@ class PlannerSpec(Section):
     """sla policy: engine profile JSON (`python -m dynamo_lite.planning.profiler`). Default: the mock engine's shipped profile."""
     metrics_port: Port = 0
     """Port of the planner's Prometheus /metrics (on the frontend's host); 0 picks a free one."""
+
+    @property
+    def effective_cooldown_s(self) -> float:
+        """cooldown_s, or its policy's default."""
+        if self.cooldown_s is not None:
+            return self.cooldown_s
+        return 0.0 if self.policy == "sla" else 60.0
+
+    @property
+    def effective_scale_down_after(self) -> int:
+        """scale_down_after, or its policy's default."""
+        if self.scale_down_after is not None:
+            return self.scale_down_after
+        return 2 if self.policy == "sla" else 3
 
     @model_validator(mode="after")
     def _consistent(self) -> PlannerSpec:

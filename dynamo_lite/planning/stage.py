@@ -64,7 +64,7 @@ def make_limits(p: PlannerSpec, has_prefill: bool) -> Limits:
     prefill = PoolLimits(p.prefill.min_replicas, p.prefill.max_replicas) if has_prefill else PoolLimits(0, 0)
     return Limits(prefill=prefill, decode=PoolLimits(p.decode.min_replicas, p.decode.max_replicas),
                   max_total=p.max_total_replicas, max_step=p.max_step, max_step_up=p.max_step_up,
-                  cooldown_s=p.cooldown_s, scale_down_after=p.scale_down_after)
+                  cooldown_s=p.effective_cooldown_s, scale_down_after=p.effective_scale_down_after)
 
 
 def scaled_pools(spec: ClusterSpec) -> dict[Pool, PoolSpec]:

@@ -111,8 +111,8 @@ async def test_service_ticks_records_and_dry_run_applies_nothing():
                              connector, observe, 1.0, CollectorRegistry(), dry_run=dry_run)
         d = await svc.tick()
         await connector.wait_idle()
-        assert d.replicas == Replicas(2, 2) and svc.decisions == [d]
-        assert connector.current() == (Replicas(1, 1) if dry_run else Replicas(2, 2))
+        assert d.replicas == Replicas(4, 2) and svc.decisions == [d]  # prefill: 50 jobs, at most 4 workers
+        assert connector.current() == (Replicas(1, 1) if dry_run else Replicas(4, 2))
 
 
 def test_wiring_from_the_spec():
@@ -153,6 +153,17 @@ def test_wiring_from_the_spec():
     assert (limits.max_step, limits.max_step_up) == (1, 4)
     assert make_limits(spec.planner, has_prefill=False).prefill.max_replicas == 0
     assert planner_stage(ClusterSpec(), spec_path=None, endpoints=None, pools=[]) == []  # type: ignore[arg-type]
+
+
+def test_each_policy_has_its_own_hold_and_patience_and_growth_is_unlimited_by_default():
+    def limits(**planner: object) -> tuple[float, int, int, int | None]:
+        lim = make_limits(ClusterSpec.model_validate({"planner": planner}).planner, has_prefill=True)
+        return lim.cooldown_s, lim.scale_down_after, lim.max_step, lim.max_step_up
+
+    # sla sizes for the rate one start-up ahead: no hold; load reacts to queues new workers have not drained yet
+    assert limits(policy="sla") == (0.0, 2, 1, None)
+    assert limits(policy="load") == (60.0, 3, 1, None)
+    assert limits(policy="sla", cooldown_s=30, scale_down_after=4, max_step_up=2) == (30.0, 4, 1, 2)
 
 
 def test_spec_rejects_inconsistent_planner_settings():
