@@ -256,16 +256,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    f"the predicted peak + this share fits (planner.down_headroom, default {spec.down_headroom})")
     p.add_argument("--length-window-s", type=float, default=spec.length_window_s,
                    help="SLA planner: prompt lengths over the requests of this long (0: the last interval's)")
-    p.add_argument("--max-harmonics", type=int, default=spec.season_harmonics, help="SLA planner, seasonal predictor: most harmonics "
-                   "of the period fitted, chosen by BIC (cluster.yaml's planner.season_harmonics, default 4; 1: a sine)")
-    p.add_argument("--spare-replicas", type=int, default=spec.spare_replicas, help="SLA planner: workers added to each pool that "
-                   "needs any, where two of its long prompts together would miss the TTFT target "
-                   "(cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
+    p.add_argument("--max-harmonics", type=int, default=spec.season_harmonics, help="SLA planner, seasonal "
+                   "predictor: most harmonics of the period fitted, chosen by BIC (cluster.yaml's "
+                   "planner.season_harmonics, default 4; 1: a sine)")
+    p.add_argument("--spare-replicas", type=int, default=spec.spare_replicas, help="SLA planner: workers added "
+                   "to each pool that needs any, where two of its long prompts together would miss the TTFT "
+                   "target (cluster.yaml's planner.spare_replicas, default 1; 0: as sized)")
     p.add_argument("--spare-always", action=argparse.BooleanOptionalAction, default=False, help="SLA planner: "
                    "the spare in every pool that needs a worker, whatever its prompts (planner.spare_always)")
-    p.add_argument("--forecast-margin", type=float, default=spec.forecast_margin, help="SLA planner: scale up for the prediction "
-                   "+ this quantile of its errors one start-up ahead (cluster.yaml's planner.forecast_margin, "
-                   "default 0.95; 0: the prediction alone)")
+    p.add_argument("--forecast-margin", type=float, default=spec.forecast_margin, help="SLA planner: scale up "
+                   "for the prediction + this quantile of its errors one start-up ahead (cluster.yaml's "
+                   "planner.forecast_margin, default 0.95; 0: the prediction alone)")
     p.add_argument("--choose-layout", action=argparse.BooleanOptionalAction, default=False, help="SLA planner, "
                    "conditional P/D: no prefill pool while the decode workers alone need no more workers (the "
                    "prefill pool's min_replicas 0, as cluster.yaml's planner.prefill.min_replicas: 0; default: "
