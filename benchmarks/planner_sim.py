@@ -240,15 +240,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--predictors", default="kalman,seasonal,last", help="SLA planner runs, one per predictor")
     p.add_argument("--interval-s", type=float, default=10.0, help="planner interval (and sampling of the plot)")
     # The planners' settings default to cluster.yaml's (PlannerSpec): the results are what an operator gets.
-    spec = PlannerSpec()
+    spec, sla, load = PlannerSpec(), PlannerSpec(policy="sla"), PlannerSpec(policy="load")
     p.add_argument("--scale-down-after", type=int, default=None, help="planners: ticks in a row asking for fewer "
-                   "before a pool shrinks (planner.scale_down_after; default: each policy's, sla 2, load 3)")
+                   "before a pool shrinks (planner.scale_down_after; default: each policy's, sla "
+                   f"{sla.effective_scale_down_after}, load {load.effective_scale_down_after})")
     p.add_argument("--max-step", type=int, default=spec.max_step, help="planners: most workers removed per tick "
                    f"(planner.max_step, default {spec.max_step})")
     p.add_argument("--max-step-up", type=int, default=spec.max_step_up, help="planners: most workers added per "
                    "tick (planner.max_step_up; default: no limit)")
     p.add_argument("--cooldown-s", type=float, default=None, help="planners: a pool is held this long after it "
-                   "grows (planner.cooldown_s; default: each policy's, sla 0, load 60)")
+                   "grows (planner.cooldown_s; default: each policy's, sla "
+                   f"{sla.effective_cooldown_s:g}, load {load.effective_cooldown_s:g})")
     p.add_argument("--react-to-measured", action=argparse.BooleanOptionalAction, default=spec.react_to_measured,
                    help="SLA planner: also grow at once when the measured rate exceeds the prediction "
                         "(planner.react_to_measured)")
