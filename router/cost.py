@@ -114,8 +114,10 @@ def score_ttft(
     best_attn = best_uncached * (prompt_tokens - best_uncached / 2) / PAIRS
     t0, t1, t2, t3, t4, t5 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
     # Load never makes a prefill faster: a fit that finds otherwise (noise, a feature seen near 0 only)
-    # must not steer requests onto busy workers, so the load terms count at 0 or more.
-    t2, t4, t5 = max(0.0, t2), max(0.0, t4), max(0.0, t5)
+    # must not steer requests onto busy workers, so the load terms count at 0 or more. Nor do more
+    # tokens to compute: the work term's slope (t1 + t2 * kv_fill) and the attention term's count at 0
+    # or more, or a fit under overload (t3 < 0) would price a prefix's blocks as a loss.
+    t2, t3, t4, t5 = max(0.0, t2), max(0.0, t3), max(0.0, t4), max(0.0, t5)
     ratio = model.ratio
     guard_on = itl_target_s > 0 and model.itl_ready
     out = []
@@ -131,13 +133,16 @@ def score_ttft(
         over = kv_fill - 1.0 if kv_fill > 1.0 else 0.0
         ahead = load.prefilling
         r = ratio.get(w, 1.0)
-        predicted = r * (t0 + t1 * work + t2 * work * kv_fill + t3 * attn + t4 * over + t5 * ahead)
+        per_work = t1 + t2 * kv_fill
+        if per_work < 0.0:
+            per_work = 0.0
+        predicted = r * (t0 + per_work * work + t3 * attn + t4 * over + t5 * ahead)
         if predicted < 0:
             predicted = 0.0
         copy_s = 0.0
         if cap and best > overlap:  # the seconds the missing blocks add here, as the model predicts them
             extra = (uncached - best_uncached) / TOKENS
-            recompute = r * ((t1 + t2 * kv_fill) * extra + t3 * (attn - best_attn))
+            recompute = r * (per_work * extra + t3 * (attn - best_attn))
             if recompute > 0:
                 copy_s = copy_weight * (held / cap if held < cap else 1.0) * recompute
         guard = guard_on and model.predict_itl(kv_fill) > itl_target_s

@@ -271,8 +271,9 @@ class Router:
         an idle worker of average speed (None in other modes)."""
         if self.config.mode is not RouterMode.TTFT:
             return None
-        x = features(0, uncached_tokens, uncached_tokens + context_tokens, 0.0)
-        return max(0.0, self.ttft_model.ttft.predict(x))
+        _, work, _, attn, _, _ = features(0, uncached_tokens, uncached_tokens + context_tokens, 0.0)
+        t0, t1, _, t3, _, _ = self.ttft_model.ttft.theta
+        return max(0.0, t0 + max(0.0, t1) * work + max(0.0, t3) * attn)  # as `score_ttft` counts them
 
     def load_of(self, worker_id: WorkerId) -> LoadView:
         """The load the cost function uses for a worker."""

@@ -158,9 +158,15 @@ class TtftModel:
         self._pending: dict[str, _Pending] = {}
 
     def predict_itl(self, kv_fill: float) -> float:
-        """Predicted mean ITL at ``kv_fill``, held within the fills it was fitted on (no extrapolation)."""
+        """Predicted mean ITL at ``kv_fill``, held within the fills it was fitted on (no extrapolation).
+
+        A fitted slope below 0 counts as 0: more KV in use never makes decoding faster. Under overload
+        the fit can find otherwise (a request sent to a long queue decodes after the crush has passed),
+        and the guard then passed over every idle worker for the busiest one."""
         lo, hi = self.itl_fill_seen
-        return max(0.0, self.itl.predict((1.0, min(hi, max(lo, kv_fill)))))
+        d0, d1 = self.itl.theta
+        fill = min(hi, max(lo, kv_fill)) if d1 >= 0.0 else lo  # a falling fit: its highest value, held flat
+        return max(0.0, d0 + d1 * fill)
 
     @property
     def itl_ready(self) -> bool:

@@ -232,6 +232,40 @@ def test_the_itl_guard_passes_over_a_worker_that_would_break_the_target(engine_f
     assert r.route([*prefix, 5], [A]).worker_id == A
 
 
+def test_an_itl_fit_that_falls_with_load_does_not_send_everything_to_the_busiest_worker():
+    """Under overload the ITL fit can fall with KV fill: a request sent to a long queue decodes after the
+    crush. The guard then passed over every idle worker and sent each request to the busiest one (in
+    the arena's simulation at 30x the tenants trace's load: half the fleet idle, TTFT p99 15 s)."""
+    clock = Clock()
+    r = make(capacity=100, clock=clock, itl_target_s=0.05)
+    for fill in (0.1, 1.0, 3.0, 6.0, 10.0) * 11:  # ITL 80 ms when idle, 30 ms at ten times full
+        r.ttft_model.learn_itl(fill, 0.08 - 0.005 * fill)
+    assert r.ttft_model.itl.theta[1] < 0 and r.ttft_model.itl_ready
+    for i in range(8):  # A: 8 x 64 blocks sent and not finished, over five times its capacity
+        r.on_request_start(RequestId(f"q{i}"), r.route_hashes([], 1024, [A]))
+    assert r.ttft_model.predict_itl(5.0) == pytest.approx(r.ttft_model.predict_itl(0.0))
+    d = r.route(list(range(64)), [A, B])
+    assert d.worker_id == B
+    assert {s.ttft.itl_guard for s in d.scores} == {True}  # every candidate or none: the guard cannot choose
+
+
+@pytest.mark.parametrize("theta", [
+    (0.02, 0.03, 0.0, -0.5, 0.0, 0.0),  # attention priced below 0 (a fit under overload: chat at 40x its load)
+    (0.02, -0.01, 0.0, 0.002, 0.0, 0.0),  # more tokens to compute predicted faster (t1 + t2 * kv_fill < 0)
+])
+def test_a_fit_that_prices_computing_below_zero_still_sends_a_prompt_to_its_prefix(engine_factory, theta):
+    r = make(capacity=1000)
+    prefix = list(range(1600))
+    store(r, engine_factory, A, prefix)
+    r.ttft_model.ttft.theta = list(theta)
+    d = r.route([*prefix, 5], [A, B])
+    assert d.worker_id == A
+    miss = next(s for s in d.scores if s.worker_id == B).ttft
+    assert miss.predicted_s >= next(s for s in d.scores if s.worker_id == A).ttft.predicted_s
+    # the idle worker's prediction (the frontend's local-or-remote prefill choice) counts them so too
+    assert r.prefill_seconds(1600) == pytest.approx(0.02 + max(0.0, theta[1]) * 1.6 + max(0.0, theta[3]) * 1.28)
+
+
 def test_itl_is_learnt_from_streamed_requests():
     clock = Clock()
     r = make(capacity=100, clock=clock)
