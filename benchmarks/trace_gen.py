@@ -153,6 +153,31 @@ def params_json(params: object) -> dict[str, object]:
     return {f.name: getattr(params, f.name) for f in fields(params)}  # type: ignore[arg-type]
 
 
+def _fields(params_type: type) -> str:
+    return ", ".join(f.name for f in fields(params_type) if f.name != "requests")
+
+
+def _settings(params_type: type, items: Sequence[str]) -> dict[str, object]:
+    """``FIELD=VALUE`` strings as keyword arguments of ``params_type``, each typed as its default."""
+    defaults = params_type()
+    out: dict[str, object] = {}
+    for item in items:
+        name, _, text = item.partition("=")
+        if name == "requests" or name not in {f.name for f in fields(params_type)}:
+            raise ValueError(f"{name!r} is not one of {_fields(params_type)}")
+        default = getattr(defaults, name)
+        try:
+            if isinstance(default, tuple):
+                lo, hi = (type(default[0])(v) for v in text.split(","))
+                out[name] = (lo, hi)
+            else:
+                out[name] = type(default)(text)
+        except ValueError:
+            kind = f"two {type(default[0]).__name__}s as LO,HI" if isinstance(default, tuple) else type(default).__name__
+            raise ValueError(f"{name}={text!r}: expected {kind}") from None
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("workload", nargs="?", choices=sorted(WORKLOADS), default="chat")
@@ -160,11 +185,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tenants", type=int, default=None, help="tenants: how many (default 150)")
     ap.add_argument("--prefix-tokens", type=int, default=None, help="tenants: system prompt length (default 6000)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="any other parameter of the workload, repeatable: chat: " + _fields(ChatParams) +
+                         "; tenants: " + _fields(TenantParams) + " (a range as LO,HI)")
     ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/<workload>_trace.jsonl")
     a = ap.parse_args(argv)
     overrides = {k: v for k, v in (("tenants", a.tenants), ("prefix_tokens", a.prefix_tokens)) if v is not None}
     if overrides and a.workload != "tenants":
         ap.error("--tenants and --prefix-tokens are options of the tenants workload")
+    try:
+        overrides.update(_settings(WORKLOADS[a.workload][1], a.set))
+    except ValueError as e:
+        ap.error(f"--set: {e}")
     lines, params = generate(a.workload, a.requests, a.seed, **overrides)
     out = a.out or Path(__file__).resolve().parent / "results" / f"{a.workload}_trace.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)

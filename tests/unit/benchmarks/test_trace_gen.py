@@ -8,6 +8,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from benchmarks import trace_replay  # noqa: E402
@@ -96,3 +98,22 @@ def test_the_written_trace_replays(tmp_path: Path) -> None:
     assert [r.input_tokens for r in loaded] == [x.input_length for x in lines]
     assert [tuple(h for h, _ in r.blocks) for r in loaded] == [x.hash_ids for x in lines]
     assert loaded[0].at_s == 0 and loaded[-1].at_s == (lines[-1].timestamp - lines[0].timestamp) / 1000
+
+
+def test_any_parameter_is_set_from_the_command_line(tmp_path: Path) -> None:
+    from benchmarks.trace_gen import main
+
+    out = tmp_path / "t.jsonl"
+    assert main(["tenants", "--requests", "50", "--seed", "3", "--set", "prefix_tokens=2000",
+                 "--set", "question_tokens=50,300", "--set", "zipf_s=1.5", "--out", str(out)]) == 0
+    params = TenantParams(requests=50, prefix_tokens=2000, question_tokens=(50, 300), zipf_s=1.5)
+    assert trace_replay.load_trace(out, tokens_per_hash=BLOCK) == trace_replay.load_trace(_written(
+        tenants(params, seed=3), tmp_path / "expected.jsonl"), tokens_per_hash=BLOCK)
+    for bad in (["--set", "zipf_s=1"], ["--set", "turns=2"], ["--set", "requests=5"]):  # not chat's; not LO,HI
+        with pytest.raises(SystemExit):
+            main(["chat", *bad, "--out", str(out)])
+
+
+def _written(lines: list[TraceLine], path: Path) -> Path:
+    write_trace(lines, path)
+    return path
