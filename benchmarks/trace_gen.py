@@ -173,7 +173,9 @@ def _settings(params_type: type, items: Sequence[str]) -> dict[str, object]:
             else:
                 out[name] = type(default)(text)
         except ValueError:
-            kind = f"two {type(default[0]).__name__}s as LO,HI" if isinstance(default, tuple) else type(default).__name__
+            kind = type(default).__name__
+            if isinstance(default, tuple):
+                kind = f"two {type(default[0]).__name__}s as LO,HI"
             raise ValueError(f"{name}={text!r}: expected {kind}") from None
     return out
 

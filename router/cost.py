@@ -115,7 +115,7 @@ def score_ttft(
     t0, t1, t2, t3, t4, t5 = model.ttft.theta  # one fleet model, inlined: this runs for every candidate
     # Load never makes a prefill faster: a fit that finds otherwise (noise, a feature seen near 0 only)
     # must not steer requests onto busy workers, so the load terms count at 0 or more. Nor do more
-    # tokens to compute: the work term's slope (t1 + t2 * kv_fill) and the attention term's count at 0
+    # tokens to compute: the work term's slope (t1 + t2 * kv_fill) and the attention term count at 0
     # or more, or a fit under overload (t3 < 0) would price a prefix's blocks as a loss.
     t2, t3, t4, t5 = max(0.0, t2), max(0.0, t3), max(0.0, t4), max(0.0, t5)
     ratio = model.ratio

@@ -160,9 +160,10 @@ class TtftModel:
     def predict_itl(self, kv_fill: float) -> float:
         """Predicted mean ITL at ``kv_fill``, held within the fills it was fitted on (no extrapolation).
 
-        A fitted slope below 0 counts as 0: more KV in use never makes decoding faster. Under overload
-        the fit can find otherwise (a request sent to a long queue decodes after the crush has passed),
-        and the guard then passed over every idle worker for the busiest one."""
+        A fitted slope below 0 counts as flat, at the fit's value at the least fill seen (its highest):
+        more KV in use never makes decoding faster. Under overload the fit can find otherwise (a request
+        sent to a long queue decodes after the crush has passed), and the guard then passed over every
+        idle worker for the busiest one."""
         lo, hi = self.itl_fill_seen
         d0, d1 = self.itl.theta
         fill = min(hi, max(lo, kv_fill)) if d1 >= 0.0 else lo  # a falling fit: its highest value, held flat
