@@ -28,7 +28,8 @@ live routers see events and load reports late, and their frontends and engines s
         --timing dynamo --requests 1000 --time-scale 1 --routers ttft,blocks,oracle,oracle+copy_weight=1+phase=half
 
 Writes benchmarks/results/arena_sim.json (or --out), and beside it a plot of each router's hits against its TTFT p99
-(when blocks is among the routers); prints the table.
+(when blocks is among the routers); prints the table. With ``--rates 4,8,16,30`` instead of ``--rate``: every router
+at every load, and a plot of TTFT p99 and hits against the load (what past the fleet's capacity does).
 """
 
 from __future__ import annotations
@@ -201,9 +202,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add_workload_options(p)
     p.add_argument("--itl-target-ms", type=float, default=50.0,
                    help="ttft: the ITL guard's target (the frontend's default: planner.itl_target_ms); 0: no guard")
+    p.add_argument("--rates", default=None,
+                   help="instead of --rate: a load sweep, comma-separated (4,8,16,24,30,40); writes each rate's rows "
+                        "and a plot of TTFT p99 and prefix hits against the load")
     p.add_argument("--out", type=Path, default=RESULTS / "arena_sim.json")
     args = p.parse_args(argv)
     check_workload_options(p, args)
+    try:
+        args.sweep = [float(r) for r in args.rates.split(",")] if args.rates else []
+    except ValueError:
+        p.error(f"--rates: comma-separated numbers, not {args.rates!r}")
+    if any(r <= 0 for r in args.sweep):
+        p.error("--rates must all be > 0")
     args.labels = [r.strip() for r in args.routers.split(",") if r.strip()]
     for label in args.labels:
         try:
@@ -217,8 +227,75 @@ def log(line: str) -> None:
     print(f"[arena_sim {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
+def sweep(args: argparse.Namespace) -> int:
+    """Every router at every rate of ``args.sweep``: a table, the JSON and a plot against the load."""
+    rows: list[dict[str, object]] = []
+    refs: list[arena_refs.Reference] = []
+    described: dict[str, object] = {}
+    for rate in args.sweep:
+        args.rate = rate
+        with tempfile.TemporaryDirectory(prefix="arena-sim-") as tmp:
+            requests, described = load_requests(args, Path(tmp))
+        blocks = int(capacity(args, requests, log)["num_gpu_blocks"])  # type: ignore[call-overload]
+        if not refs:  # the slice and capacity do not depend on the rate
+            refs = arena_refs.references(requests, args.block_size, args.workers, blocks, args.timing)
+        for label in args.labels:
+            r = simulate(label, requests, args, blocks)
+            log(f"x{rate:g} {label}: hits {r.prefix_hit_ratio:.1%}, TTFT p99 {r.ttft_p99_ms:.0f} ms, "
+                f"busy {r.busy:.0%}")
+            rows.append({"rate": rate, **asdict(r)})
+    sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
+    lines = ["| load | router | prefix hits | hits / sticky | TTFT p50 ms | TTFT p99 ms | fleet busy |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| x{row['rate']:g} | {row['router']} | {row['prefix_hit_ratio']:.1%} | "
+              f"{row['prefix_hit_ratio'] / sticky:.2f} | {row['ttft_p50_ms']:.0f} | {row['ttft_p99_ms']:.0f} | "
+              f"{row['busy']:.0%} |" for row in rows]  # type: ignore[operator,str-format]
+    text = "\n".join(lines)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "workload": described,
+        "rate_profile": args.rate_profile.describe(), "timing": args.timing,
+        "args": {k: str(v) for k, v in recorded_args(args).items() if k != "rate"},
+        "references": [asdict(ref) for ref in refs], "sweep": rows, "table": text}, indent=2) + "\n")  # fmt: skip
+    plot_sweep(rows, sticky, f"Arena, simulated: {described['name']}, {args.workers} workers at 1/"
+               f"{1 / (args.capacity_fraction or 1):.0f} of the distinct blocks, {args.rate_profile.describe()}",
+               args.out.with_suffix(".png"))  # fmt: skip
+    log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+def plot_sweep(rows: list[dict[str, object]], sticky: float, title: str, path: Path) -> None:
+    """TTFT p99 (log) and prefix hits over sticky's against the load, a line per router."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (tail, hits) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for label in dict.fromkeys(str(row["router"]) for row in rows):
+        mine = [row for row in rows if row["router"] == label]
+        rates = [float(row["rate"]) for row in mine]  # type: ignore[arg-type]
+        tail.plot(rates, [row["ttft_p99_ms"] for row in mine], marker="o", label=label)
+        shares = [float(row["prefix_hit_ratio"]) / sticky for row in mine]  # type: ignore[arg-type]
+        hits.plot(rates, shares, marker="o", label=label)
+    tail.set_yscale("log")
+    tail.set_xlabel("load (x the trace's rate)")
+    tail.set_ylabel("TTFT p99, ms")
+    hits.axhline(0.95, color="k", linestyle=":", label="0.95 of sticky")
+    hits.set_xlabel("load (x the trace's rate)")
+    hits.set_ylabel("prefix hits / sticky reference's")
+    hits.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.sweep:
+        return sweep(args)
     with tempfile.TemporaryDirectory(prefix="arena-sim-") as tmp:
         requests, described = load_requests(args, Path(tmp))
     cap = capacity(args, requests, log)

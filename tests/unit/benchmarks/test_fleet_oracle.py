@@ -171,3 +171,16 @@ def test_the_ttft_router_keeps_the_whole_fleet_busy_far_past_its_capacity(tmp_pa
     (row,) = json.loads(out.read_text())["results"]
     assert row["busy"] > 0.9 and row["requests_cv"] < 0.2
     assert row["ttft_p99_ms"] < 3000  # blocks: 2.9 s
+
+
+def test_a_load_sweep_runs_every_router_at_every_rate(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    assert arena_sim.main(["--workload", "tenants", "--requests", "120", "--workers", "3", "--rates", "2,20",
+                           "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
+                           "--routers", "ttft,blocks", "--out", str(out)]) == 0  # fmt: skip
+    rows = json.loads(out.read_text())["sweep"]
+    assert [(r["rate"], r["router"]) for r in rows] == [(2, "ttft"), (2, "blocks"), (20, "ttft"), (20, "blocks")]
+    assert all(a["ttft_p99_ms"] < b["ttft_p99_ms"] for a, b in zip(rows[:2], rows[2:]))  # 10x the load queues
+    assert out.with_suffix(".png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        arena_sim.parse(["--rates", "4,x"])
