@@ -227,17 +227,19 @@ def log(line: str) -> None:
     print(f"[arena_sim {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
-def sweep(args: argparse.Namespace) -> int:
+def sweep(args: argparse.Namespace, command: list[str]) -> int:
     """Every router at every rate of ``args.sweep``: a table, the JSON and a plot against the load."""
     rows: list[dict[str, object]] = []
     refs: list[arena_refs.Reference] = []
     described: dict[str, object] = {}
+    cap: dict[str, object] = {}
     for rate in args.sweep:
         args.rate = rate
         with tempfile.TemporaryDirectory(prefix="arena-sim-") as tmp:
             requests, described = load_requests(args, Path(tmp))
-        blocks = int(capacity(args, requests, log)["num_gpu_blocks"])  # type: ignore[call-overload]
-        if not refs:  # the slice and capacity do not depend on the rate
+        if not refs:  # the slice, its capacity and references do not depend on the rate
+            cap = capacity(args, requests, log)
+            blocks = int(cap["num_gpu_blocks"])  # type: ignore[call-overload]
             refs = arena_refs.references(requests, args.block_size, args.workers, blocks, args.timing)
         for label in args.labels:
             r = simulate(label, requests, args, blocks)
@@ -254,12 +256,12 @@ def sweep(args: argparse.Namespace) -> int:
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "workload": described,
+        "command": " ".join(command), "workload": described, "capacity": cap,
         "rate_profile": args.rate_profile.describe(), "timing": args.timing,
         "args": {k: str(v) for k, v in recorded_args(args).items() if k != "rate"},
         "references": [asdict(ref) for ref in refs], "sweep": rows, "table": text}, indent=2) + "\n")  # fmt: skip
-    plot_sweep(rows, sticky, f"Arena, simulated: {described['name']}, {args.workers} workers at 1/"
-               f"{1 / (args.capacity_fraction or 1):.0f} of the distinct blocks, {args.rate_profile.describe()}",
+    plot_sweep(rows, sticky, f"Arena, simulated: {described['name']}, {args.workers} workers x {blocks} blocks, "
+               f"{args.rate_profile.describe()}, {args.tokens_per_hash} tokens per trace block",
                args.out.with_suffix(".png"))  # fmt: skip
     log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0
@@ -294,8 +296,9 @@ def plot_sweep(rows: list[dict[str, object]], sticky: float, title: str, path: P
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    command = [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
     if args.sweep:
-        return sweep(args)
+        return sweep(args, command)
     with tempfile.TemporaryDirectory(prefix="arena-sim-") as tmp:
         requests, described = load_requests(args, Path(tmp))
     cap = capacity(args, requests, log)
@@ -312,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(results, refs)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    out = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+    out = {"command": " ".join(command),
            "workload": described, "rate": args.rate, "rate_profile": args.rate_profile.describe(), "capacity": cap,
            "timing": args.timing, "args": {k: str(v) for k, v in recorded_args(args).items()},
            "references": [asdict(ref) for ref in refs], "results": [asdict(r) for r in results],

@@ -178,7 +178,9 @@ def test_a_load_sweep_runs_every_router_at_every_rate(tmp_path: Path) -> None:
     assert arena_sim.main(["--workload", "tenants", "--requests", "120", "--workers", "3", "--rates", "2,20",
                            "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
                            "--routers", "ttft,blocks", "--out", str(out)]) == 0  # fmt: skip
-    rows = json.loads(out.read_text())["sweep"]
+    result = json.loads(out.read_text())
+    assert "--rates 2,20" in result["command"] and result["capacity"]["num_gpu_blocks"] > 0
+    rows = result["sweep"]
     assert [(r["rate"], r["router"]) for r in rows] == [(2, "ttft"), (2, "blocks"), (20, "ttft"), (20, "blocks")]
     assert all(a["ttft_p99_ms"] < b["ttft_p99_ms"] for a, b in zip(rows[:2], rows[2:]))  # 10x the load queues
     assert out.with_suffix(".png").stat().st_size > 0
