@@ -10,7 +10,10 @@ pool and timing, without sockets or wall-clock pacing), once per router:
   to the less loaded and then at random, as the router breaks them;
 - ``oracle``: each request to the worker where playing that worker's passes forward gives it the earliest
   first token (benchmarks/fleet_oracle.py). It knows every engine's queue, cache and timing exactly, and
-  nothing of the requests still to come: the best greedy choice, not a bound.
+  nothing of the requests still to come: the best greedy choice, not a bound;
+- ``cache_aware``: vllm-router's and sglang-router's policy of that name, at their defaults (a prefix the
+  router sent somewhere, over 0.3 of the prompt, goes back there; else the worker with the fewest requests
+  in hand; an imbalance of over 64 requests and 1.5x sends to that one too), on the blocks, not the text.
 Options follow a router's name, each as ``+key=value``: ``ttft+copy_weight=1`` (the copy price's weight,
 default the router's); ``ttft+view=router`` and ``blocks+view=router`` (the `Router` itself decides, on
 what a live one is told: its index from the engines' KV events, its load from its own requests and each
@@ -28,7 +31,8 @@ live routers see events and load reports late, and their frontends and engines s
         --timing dynamo --requests 1000 --time-scale 1 --routers ttft,blocks,oracle,oracle+copy_weight=1+phase=half
 
 Writes benchmarks/results/arena_sim.json (or --out), and beside it a plot of each router's hits against its TTFT p99
-(when blocks is among the routers); prints the table. With ``--rates 4,8,16,30`` instead of ``--rate``: every router
+(when blocks is among the routers); prints the table, with each router's median of the requests' mean ITL and the
+share of requests within both SLOs (--slo-ttft-ms, --slo-itl-ms: the arena's goodput). With ``--rates 4,8,16,30`` instead of ``--rate``: every router
 at every load, and a plot of TTFT p99 and hits against the load (what past the fleet's capacity does).
 """
 
@@ -58,8 +62,9 @@ from dynamo_lite.engines.mock.scheduler import SchedulerConfig  # noqa: E402
 from dynamo_lite.engines.mock.timing import DynamoTiming, RooflineTiming  # noqa: E402
 from router import RouterConfig  # noqa: E402
 
-ROUTERS = ("ttft", "blocks", "oracle")
-OPTIONS = {"ttft": ("copy_weight", "view"), "blocks": ("view",), "oracle": ("copy_weight", "phase", "cost")}
+ROUTERS = ("ttft", "blocks", "oracle", "cache_aware")
+OPTIONS = {"ttft": ("copy_weight", "view"), "blocks": ("view",), "oracle": ("copy_weight", "phase", "cost"),
+           "cache_aware": ()}
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ class Result:
     ttft_p99_ms: float
     busy: float  # pass seconds over workers x the replay's span
     requests_cv: float  # coefficient of variation of the requests per worker
+    good: float  # share of the requests within both SLOs (TTFT, mean ITL), as the arena's goodput counts them
+    itl_p50_ms: float  # median of the requests' mean ITL
     seconds: float  # wall seconds the simulation took
 
 
@@ -140,27 +147,31 @@ def simulate(label: str, requests: list[ReplayRequest], args: argparse.Namespace
     per_worker = [sum(1 for r in reqs if r.worker is w) for w in fleet.workers]
     mean = sum(per_worker) / len(per_worker)
     cv = math.sqrt(sum((n - mean) ** 2 for n in per_worker) / len(per_worker)) / mean
+    itls = sorted(r.itl_s * 1000 for r in reqs)  # type: ignore[operator]
+    good = sum(1 for r, ttft in zip(reqs, (r.first_token_at - r.arrival for r in reqs))  # type: ignore[operator]
+               if ttft * 1000 <= args.slo_ttft_ms and r.itl_s * 1000 <= args.slo_itl_ms)  # type: ignore[operator]
     return Result(label, sum(r.cached_tokens for r in reqs) / sum(r.isl for r in reqs), percentile(ttfts, 50),
                   percentile(ttfts, 99), sum(w.busy_s for w in fleet.workers) / (len(fleet.workers) * span), cv,
-                  time.perf_counter() - started)  # fmt: skip
+                  good / len(reqs), percentile(itls, 50), time.perf_counter() - started)  # fmt: skip
 
 
 def table(results: list[Result], refs: list[arena_refs.Reference]) -> str:
     sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
     blocks = next((r.ttft_p99_ms for r in results if r.router == "blocks"), None)
-    rows = ["| router | prefix hits | hits / sticky | TTFT p50 ms | TTFT p99 ms | p99 vs blocks | fleet busy | "
-            "requests/worker CV |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| router | prefix hits | hits / sticky | TTFT p50 ms | TTFT p99 ms | p99 vs blocks | mean ITL p50 ms | "
+            "within SLOs | fleet busy | requests/worker CV |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         vs = f"{r.ttft_p99_ms / blocks:.2f}x" if blocks else "-"
         rows.append(f"| {r.router} | {r.prefix_hit_ratio:.1%} | {r.prefix_hit_ratio / sticky:.2f} | "
-                    f"{r.ttft_p50_ms:.0f} | {r.ttft_p99_ms:.0f} | {vs} | {r.busy:.0%} | {r.requests_cv:.2f} |")
+                    f"{r.ttft_p50_ms:.0f} | {r.ttft_p99_ms:.0f} | {vs} | {r.itl_p50_ms:.1f} | {r.good:.1%} | "
+                    f"{r.busy:.0%} | {r.requests_cv:.2f} |")
     for ref in refs:
         p50, p99, vs = "-", "-", "-"
         if ref.ttft_floor_ms is not None:
             p50, p99 = f"{ref.ttft_floor_ms[0]:.0f} (floor)", f"{ref.ttft_floor_ms[1]:.0f} (floor)"
             vs = f"{ref.ttft_floor_ms[1] / blocks:.2f}x" if blocks else "-"
         rows.append(f"| reference: {ref.name} | {ref.prefix_hit_ratio:.1%} | {ref.prefix_hit_ratio / sticky:.2f} | "
-                    f"{p50} | {p99} | {vs} | - | - |")
+                    f"{p50} | {p99} | {vs} | - | - | - | - |")
     return "\n".join(rows)
 
 
@@ -176,8 +187,8 @@ def plot(results: list[Result], refs: list[arena_refs.Reference], title: str, pa
     blocks = next(r.ttft_p99_ms for r in results if r.router == "blocks")
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for r in results:
-        color = "tab:purple" if r.router.startswith("oracle") else "tab:blue" if r.router.startswith("ttft") \
-            else "tab:gray"  # fmt: skip
+        color = {"oracle": "tab:purple", "ttft": "tab:blue", "cache_aware": "tab:orange"}.get(
+            r.router.split("+")[0], "tab:gray")
         ax.scatter(r.prefix_hit_ratio / sticky, r.ttft_p99_ms / blocks, color=color)
         ax.annotate(r.router, (r.prefix_hit_ratio / sticky, r.ttft_p99_ms / blocks), fontsize=8,
                     xytext=(4, 4), textcoords="offset points")  # fmt: skip
@@ -202,6 +213,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add_workload_options(p)
     p.add_argument("--itl-target-ms", type=float, default=50.0,
                    help="ttft: the ITL guard's target (the frontend's default: planner.itl_target_ms); 0: no guard")
+    p.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="goodput: TTFT SLO (the arena's)")
+    p.add_argument("--slo-itl-ms", type=float, default=50.0, help="goodput: mean-ITL SLO (the arena's)")
     p.add_argument("--rates", default=None,
                    help="instead of --rate: a load sweep, comma-separated (4,8,16,24,30,40); writes each rate's rows "
                         "and a plot of TTFT p99 and prefix hits against the load")

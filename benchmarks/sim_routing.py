@@ -6,7 +6,9 @@
 - ``router_view``: the `Router` itself decides, on what the fleet tells it (its KV events, load reports and
   the request life cycle); the fleet feeds it.
 - ``oracle``: the least TTFT that playing each candidate's passes forward gives (`fleet_oracle`).
-All take the router's tie rule (`router.cost.pick_lowest`, as `CostPolicy`): the lowest cost, ties to the
+- ``cache_aware``: vllm-router's and sglang-router's policy of that name, with their defaults
+  (`CacheAware`), for a peer in the simulation's deterministic comparisons.
+The first three take the router's tie rule (`router.cost.pick_lowest`, as `CostPolicy`): the lowest cost, ties to the
 less loaded, then at random.
 """
 
@@ -36,6 +38,7 @@ class SimRouting:
         self.ttft_model = TtftModel(config.ttft_seed)  # the exact view's ttft (the Router has its own)
         self._rng = random.Random(0)  # ties, in both modes
         self.router: Router | None = None
+        self.cache_aware = CacheAware(config.sched.block_size)
         if config.router_view:
             self.router = Router(RouterConfig(block_size=config.sched.block_size, mode=RouterMode(config.router),
                                               copy_weight=config.copy_weight, itl_target_s=config.itl_target_s,
@@ -50,6 +53,8 @@ class SimRouting:
             return self._ttft_pick(candidates, req)
         if self.config.router == "oracle":
             return self._oracle_pick(candidates, req)
+        if self.config.router == "cache_aware":
+            return self.cache_aware.pick(candidates, req)
         return self._blocks_pick(candidates, req)
 
     def migrate_to(self, candidates: list[Worker], req: Request) -> Worker:
@@ -137,3 +142,44 @@ def load(w: Worker) -> LoadView:
             if q.remote_kv is None and q.num_computed < len(q.prompt)]
     return LoadView(float(sum(todo)), float(w.sched.pool.num_used_blocks), len(w.sched.running) + len(w.sched.waiting),
                     float(len(todo)))
+
+
+class CacheAware:
+    """vllm-router's (0.1.17) and sglang-router's (0.3.2) ``cache_aware`` policy, with their defaults, on the
+    simulation's blocks instead of the prompt's text.
+
+    Each worker's tree is what the router itself sent there (an approximate tree: it hears nothing of
+    evictions, and at the defaults' eviction budget of 32M characters per worker it never trims within a
+    replay). Load is each worker's requests in hand. When the fleet is imbalanced (the most loaded has more
+    than ``balance_abs`` requests over the least and more than ``balance_rel`` times its count), the least
+    loaded worker takes the request; otherwise the worker whose tree matches the longest prefix, if that
+    covers more than ``cache_threshold`` of the prompt, else the least loaded (ties to the first)."""
+
+    def __init__(self, block_size: int, cache_threshold: float = 0.3, balance_abs: int = 64,
+                 balance_rel: float = 1.5) -> None:
+        self.block_size = block_size
+        self.cache_threshold = cache_threshold
+        self.balance_abs = balance_abs
+        self.balance_rel = balance_rel
+        self._sent: dict[int, set[int]] = {}  # worker id -> the block names sent there (content-chained)
+
+    def pick(self, candidates: list[Worker], req: Request) -> Worker:
+        loads = [len(c.sched.running) + len(c.sched.waiting) for c in candidates]
+        least = candidates[loads.index(min(loads))]
+        chosen = least
+        if not (max(loads) - min(loads) > self.balance_abs and max(loads) > self.balance_rel * min(loads)):
+            matched = [self._matched(c.wid, req.hashes) for c in candidates]
+            best = max(range(len(candidates)), key=lambda i: (matched[i], -i))
+            if matched[best] * self.block_size / req.isl > self.cache_threshold:  # their ratio: of the text
+                chosen = candidates[best]
+        self._sent.setdefault(chosen.wid, set()).update(req.hashes)
+        return chosen
+
+    def _matched(self, wid: int, hashes: list[int]) -> int:
+        sent = self._sent.get(wid, set())
+        n = 0
+        for h in hashes:
+            if h not in sent:
+                break
+            n += 1
+        return n

@@ -56,7 +56,7 @@ class RouterConfig:
     block_size: int = 16  # tokens per KV block; must equal the engines' block size
     mode: RouterMode = RouterMode.BLOCKS  # see `RouterMode` (cluster.yaml's default is ttft)
     overlap_weight: float = 1.0  # blocks/approx: price of a prefill block against a decode block (>= 0)
-    copy_weight: float = 4.0  # ttft: price of re-computing a prefix another worker holds, at a full cache (>= 0)
+    copy_weight: float = 16.0  # ttft: price of re-computing a prefix another worker holds, at a full cache (>= 0)
     itl_target_s: float = 0.0  # ttft: candidates predicted to break this ITL are passed over (0: no guard)
     ttft_seed: Seed = Seed()  # ttft: where the learnt TTFT model starts (an engine profile's line)
     worker_speeds: bool = False  # ttft: learn each worker's speed against the fleet's (False: one speed for all)

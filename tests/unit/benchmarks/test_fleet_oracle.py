@@ -125,9 +125,38 @@ def test_the_router_view_routes_through_the_router_on_its_events_and_its_own_loa
     assert fleet.router.load_of(WorkerId(str(first.worker.wid))).requests == 0  # type: ignore[union-attr]
 
 
+def test_the_cache_aware_peer_routes_as_vllm_routers_policy() -> None:
+    """sim_routing.CacheAware, the peers' policy: a prompt whose prefix the router sent somewhere before (over
+    0.3 of it) goes there, however loaded; one that matches less goes to the least loaded worker; and an
+    imbalance of over 64 requests (and 1.5x) sends everything to the least loaded."""
+    import planner_sim_fleet as sim
+    from sim_routing import CacheAware
+
+    fleet = sim.Fleet(sim.FleetConfig(sched=SchedulerConfig(block_size=BS, num_gpu_blocks=4096)), aggregated=3)
+    a, b, c = fleet.workers
+    policy = CacheAware(BS)
+
+    def request(rid: int, prompt: list[int]) -> sim.Request:
+        return sim.Request(rid, 0.0, len(prompt), 4, hash_blocks(prompt, BS))
+
+    def busy(w: sim.Worker, n: int) -> None:
+        for i in range(n):
+            w.sched.add(seq(f"{w.wid}-{len(w.sched.waiting)}-{i}", tokens(32), 4))
+
+    prefix = tokens(640)
+    busy(a, 1)
+    home = policy.pick([a, b, c], request(0, prefix + tokens(64)))
+    assert home is b  # nothing matches: the least loaded, ties to the first
+    busy(b, 20)
+    assert policy.pick([a, b, c], request(1, prefix + tokens(900))) is b  # 640 of 1,540 tokens (0.42) sent there
+    assert policy.pick([a, b, c], request(2, prefix + tokens(1600))) is c  # 640 of 2,240 (0.29): below 0.3
+    busy(b, 60)  # 80 requests in hand on b, 1 on a, none on c (the policy picks; it does not send)
+    assert policy.pick([a, b, c], request(3, prefix + tokens(64))) is c  # imbalanced: the least loaded
+
+
 def test_arena_sim_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
-    labels = "ttft,blocks,ttft+view=router,oracle,oracle+copy_weight=1+phase=half,oracle+cost=marginal"
+    labels = "ttft,blocks,ttft+view=router,oracle,oracle+copy_weight=1+phase=half,oracle+cost=marginal,cache_aware"
     assert arena_sim.main(["--workload", "tenants", "--requests", "150", "--workers", "3", "--rate", "4",
                            "--capacity-fraction", "0.1", "--timing", "dynamo", "--time-scale", "1",
                            "--routers", labels, "--out", str(out)]) == 0  # fmt: skip
@@ -136,6 +165,7 @@ def test_arena_sim_end_to_end(tmp_path: Path) -> None:
     assert list(rows) == labels.split(",")
     for r in rows.values():
         assert 0 < r["prefix_hit_ratio"] < 1 and 0 < r["ttft_p50_ms"] <= r["ttft_p99_ms"] and 0 < r["busy"] <= 1
+        assert 0 < r["good"] <= 1 and r["itl_p50_ms"] > 0
     assert {ref["name"] for ref in result["references"]} == {"shared", "sticky", "round_robin"}
     assert "| oracle+copy_weight=1+phase=half |" in result["table"]
     # the same options give the same table: nothing in the simulation depends on the machine

@@ -188,12 +188,23 @@ def test_the_inlined_scoring_matches_the_model(engine_factory):
 
 def test_a_hot_prefix_is_replicated_when_its_home_is_far_behind(engine_factory):
     prefix = list(range(1600))
-    r = make(capacity=200)
-    store(r, engine_factory, A, prefix)
-    store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))  # B full: a copy there has a price
-    for i in range(6):  # A has six long prompts queued: the gain pays for the copy
-        r.on_request_start(RequestId(f"q{i}"), r.route(list(range(100_000 * (i + 1), 100_000 * (i + 1) + 3000)), [A]))
-    d = r.route([*prefix, 1, 2], [A, B])
+    prompt = [*prefix, 1, 2]
+
+    def home_behind_by(queued: int, **kw) -> Router:
+        """A holds the prefix and has ``queued`` long prompts waiting; B is idle and full (a copy has a price)."""
+        r = make(capacity=200, **kw)
+        store(r, engine_factory, A, prefix)
+        store(r, engine_factory, B, list(range(50_000, 50_000 + 3200)))
+        for i in range(queued):
+            tokens = list(range(100_000 * (i + 1), 100_000 * (i + 1) + 3000))
+            r.on_request_start(RequestId(f"q{i}"), r.route(tokens, [A]))
+        return r
+
+    # Six long prompts queued at home pay for a copy at 4x its recompute, not at the default's 16x...
+    assert home_behind_by(6, copy_weight=4.0).route(prompt, [A, B]).worker_id == B
+    assert home_behind_by(6).route(prompt, [A, B]).worker_id == A
+    # ... thirty do: a hot prefix whose home is far behind is replicated.
+    d = home_behind_by(30).route(prompt, [A, B])
     assert d.worker_id == B and d.ttft is not None and d.ttft.copy_s > 0
 
 
