@@ -32,8 +32,9 @@ live routers see events and load reports late, and their frontends and engines s
 
 Writes benchmarks/results/arena_sim.json (or --out), and beside it a plot of each router's hits against its TTFT p99
 (when blocks is among the routers); prints the table, with each router's median of the requests' mean ITL and the
-share of requests within both SLOs (--slo-ttft-ms, --slo-itl-ms: the arena's goodput). With ``--rates 4,8,16,30`` instead of ``--rate``: every router
-at every load, and a plot of TTFT p99 and hits against the load (what past the fleet's capacity does).
+share of requests within both SLOs (--slo-ttft-ms, --slo-itl-ms: the arena's goodput). With ``--rates 4,8,16,30``
+instead of ``--rate``: every router at every load, and a plot of TTFT p99 and hits against the load (what past the
+fleet's capacity does).
 """
 
 from __future__ import annotations
