@@ -31,7 +31,7 @@ class RouterSpec(Section):
     """ttft mode: price of computing again a prefix that another worker holds, in multiples of the seconds the
     model predicts that recompute adds there, at a full cache. 16 (default; 4 until 2026-12-05): in bursts under
     cache pressure it kept 1.5-2.8 more points of prefix hits than 4 and cut TTFT p99 by 14-37%; at constant load
-    0.4-1.1 more points, for up to 5 ms more TTFT p99 (docs/benchmarks.md). Lower trades hits for TTFT at a steady
+    0-1.1 more points, for up to 5 ms more TTFT p99 (docs/benchmarks.md). Lower trades hits for TTFT at a steady
     load."""
     inflight_ttl_s: Annotated[float, Field(ge=0)] = 0.0
     """ttft mode: a prompt just sent counts as cached on its worker this long, before its KV events arrive. 0 (default): events only; 10 s lost hits and balance under cache pressure (docs/benchmarks.md)."""
