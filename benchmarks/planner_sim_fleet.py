@@ -106,7 +106,8 @@ class FleetConfig:
     disagg: DisaggPolicy = ALWAYS_REMOTE  # the frontend's conditional-disaggregation settings
     speedup: float = 1.0  # the mock's speedup_ratio: engine seconds per wall second (to predict a live run)
     router: str = "ttft"  # "ttft": the router's ttft cost and learnt model; "blocks": Dynamo's formula;
-    # "oracle": the least TTFT that playing each candidate's passes forward gives (fleet_oracle)
+    # "oracle": the least TTFT that playing each candidate's passes forward gives (fleet_oracle); "cache_aware":
+    # vllm-router's and sglang-router's policy (sim_routing.CacheAware)
     ttft_seed: Seed = field(default_factory=Seed)  # ttft: where the model starts (the engine profile's line)
     itl_target_s: float = 0.0  # ttft: the ITL guard's target (0: no guard)
     copy_weight: float = 1.0  # ttft: the copy price's weight (1: the published planner figures; RouterConfig's is 4)
