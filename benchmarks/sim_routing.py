@@ -15,10 +15,12 @@ less loaded, then at random.
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from benchmarks.fleet_oracle import marginal_ttft, predicted_ttft
+from benchmarks.lru_sim import LruCache
 from router import Router, RouterConfig, RouterMode
 from router.cost import pick_lowest, score_candidates, score_ttft
 from router.load import LoadView
@@ -161,25 +163,17 @@ class CacheAware:
         self.cache_threshold = cache_threshold
         self.balance_abs = balance_abs
         self.balance_rel = balance_rel
-        self._sent: dict[int, set[int]] = {}  # worker id -> the block names sent there (content-chained)
+        self._trees: defaultdict[int, LruCache] = defaultdict(lambda: LruCache(None))  # worker id -> the block
+        # names sent there, never trimmed
 
     def pick(self, candidates: list[Worker], req: Request) -> Worker:
         loads = [len(c.sched.running) + len(c.sched.waiting) for c in candidates]
         least = candidates[loads.index(min(loads))]
         chosen = least
         if not (max(loads) - min(loads) > self.balance_abs and max(loads) > self.balance_rel * min(loads)):
-            matched = [self._matched(c.wid, req.hashes) for c in candidates]
+            matched = [self._trees[c.wid].prefix(req.hashes) for c in candidates]
             best = max(range(len(candidates)), key=lambda i: (matched[i], -i))
             if matched[best] * self.block_size / req.isl > self.cache_threshold:  # their ratio: of the text
                 chosen = candidates[best]
-        self._sent.setdefault(chosen.wid, set()).update(req.hashes)
+        self._trees[chosen.wid].admit(req.hashes)
         return chosen
-
-    def _matched(self, wid: int, hashes: list[int]) -> int:
-        sent = self._sent.get(wid, set())
-        n = 0
-        for h in hashes:
-            if h not in sent:
-                break
-            n += 1
-        return n
