@@ -41,6 +41,16 @@ def by_router(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
     return out
 
 
+def error_bar(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, mean - min, max - mean) of repeats, the two spans never below 0: the mean of equal values
+    can land a rounding error outside them (fmean of 15.7 three times is 15.699999999999998), and
+    matplotlib refuses a negative error bar."""
+    if not values:
+        return 0.0, 0.0, 0.0
+    mean = statistics.fmean(values)
+    return mean, max(0.0, mean - min(values)), max(0.0, max(values) - mean)
+
+
 def _values(runs: Sequence[Entry], get: Callable[[dict], float | None]) -> list[float]:
     return [v for v in (get(e.summary) for e in runs) if v is not None]
 
@@ -110,10 +120,9 @@ def plot(entries: Sequence[Entry], refs: Sequence[Reference], title: str, path: 
     fig, axes = plt.subplots(1, 3, figsize=(16, 5))
 
     def bars(ax, values: list[list[float]], offset: float = 0.0, **kw) -> None:
-        means = [statistics.fmean(v) if v else 0.0 for v in values]
-        err = [[m - min(v) if v else 0 for m, v in zip(means, values)], [max(v) - m if v else 0
-               for m, v in zip(means, values)]]  # fmt: skip
-        ax.barh([i + offset for i in range(len(names))], means, xerr=err, **kw)
+        spans = [error_bar(v) for v in values]
+        ax.barh([i + offset for i in range(len(names))], [m for m, _, _ in spans],
+                xerr=[[lo for _, lo, _ in spans], [hi for _, _, hi in spans]], **kw)  # fmt: skip
 
     bars(axes[0], [[100 * h for h in _values(groups[n], _hits)] for n in names], color="tab:green")
     for r, style in zip(refs, ("--", "-.", ":"), strict=False):
