@@ -60,7 +60,7 @@ class RouterConfig:
     itl_target_s: float = 0.0  # ttft: candidates predicted to break this ITL are passed over (0: no guard)
     ttft_seed: Seed = Seed()  # ttft: where the learnt TTFT model starts (an engine profile's line)
     worker_speeds: bool = False  # ttft: learn each worker's speed against the fleet's (False: one speed for all)
-    inflight_ttl_s: float = 0.0  # ttft: a prompt sent counts as cached there this long, before its events (0: off)
+    inflight_ttl_s: float = 1.0  # ttft: a prompt sent counts as cached there this long, before its events (0: off)
     temperature: float = 0.0  # 0: argmin; > 0: softmax sampling over normalised costs
     approx_ttl_s: float = 120.0  # approx mode: how long a routed prompt is assumed cached
     approx_max_blocks_per_worker: int | None = None  # approx mode: optional cap per worker (LRU)
@@ -87,10 +87,18 @@ class Decision:
     overlap_tokens: int  # overlap_blocks * block_size
     uncached_tokens: int  # prompt_tokens - overlap_tokens: what the chosen worker must prefill (0 when
     # every token sits in cached full blocks; the engine then still recomputes the last one)
+    promised_tokens: int  # of overlap_tokens, those only a prompt just sent there claims (`inflight_ttl_s`),
+    # in blocks no KV event has confirmed: its prefill may not have computed them yet
     cost: float  # the chosen worker's cost (computed in every mode, used by ttft/blocks/approx)
     block_hashes: tuple[BlockHash, ...]  # the prompt's full-block hashes (approx learning, replays)
     scores: tuple[CandidateScore, ...]  # every candidate's cost terms, in candidate order
     ttft: TtftTerms | None = None  # ttft mode: the chosen worker's prediction
+
+    @property
+    def confirmed_uncached_tokens(self) -> int:
+        """The prompt's tokens not in blocks the chosen worker's KV events confirm (`uncached_tokens` plus
+        `promised_tokens`): what it must prefill if the prompts just sent there have not finished theirs."""
+        return min(self.prompt_tokens, self.uncached_tokens + self.promised_tokens)
 
     @property
     def predicted_ttft_s(self) -> float | None:
@@ -203,7 +211,9 @@ class Router:
             raise ValueError("no candidate workers")
         approx = self.config.mode is RouterMode.APPROX
         overlaps = self._approx.find_matches(hashes) if approx else self.index.find_matches(hashes)
+        confirmed = overlaps
         if self._recent:  # a prefix sent somewhere moments ago counts there before its KV events come
+            confirmed = dict(overlaps)
             for w, n in self._approx.find_matches(hashes).items():
                 if n > overlaps.get(w, 0):
                     overlaps[w] = n
@@ -227,6 +237,7 @@ class Router:
             overlap_blocks=chosen.overlap_blocks,
             overlap_tokens=overlap_tokens,
             uncached_tokens=max(0, prompt_tokens - overlap_tokens),
+            promised_tokens=(chosen.overlap_blocks - confirmed.get(chosen.worker_id, 0)) * bs,
             cost=chosen.cost,
             block_hashes=tuple(hashes),
             scores=tuple(scores),

@@ -33,8 +33,12 @@ class RouterSpec(Section):
     cache pressure it kept 1.5-2.8 more points of prefix hits than 4 and cut TTFT p99 by 14-37%; at constant load
     0-1.1 more points, for up to 5 ms more TTFT p99 (docs/benchmarks.md). Lower trades hits for TTFT at a steady
     load."""
-    inflight_ttl_s: Annotated[float, Field(ge=0)] = 0.0
-    """ttft mode: a prompt just sent counts as cached on its worker this long, before its KV events arrive. 0 (default): events only; 10 s lost hits and balance under cache pressure (docs/benchmarks.md)."""
+    inflight_ttl_s: Annotated[float, Field(ge=0)] = 1.0
+    """ttft mode: a prompt just sent counts as cached on its worker this long, before its KV events arrive, so the
+    prompts that share its prefix meanwhile join it. 1 (default; 0 until 2026-12-05): in bursts under cache pressure
+    it kept 0.1-2.1 more points of prefix hits and cut TTFT p99 by 4-18% (goodput -5% on tenants, ITL), for -0.3 to
+    +0.5 points and -1 to +2 ms of TTFT p99 at constant load; 10 lost hits and balance (docs/benchmarks.md). 0: KV
+    events only."""
     worker_speeds: bool = False
     """ttft mode: learn each worker's speed against the fleet's, for unlike workers. Off by default: on like
     workers, timing noise made the ratios send a worker 0.6x its share (arena, 4 mocks)."""

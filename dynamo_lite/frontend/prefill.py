@@ -53,7 +53,13 @@ class PrefillPlacer:
                     decision: Decision, prompt: list[int]) -> Placement:  # fmt: skip
         policy = self.policy
         prefill_workers = fleet.count(Role.PREFILL) if self.submitter is not None else 0
+        # Blocks that only a prompt just sent to this worker claims may still be in its prefill (or its KV still
+        # on the way from a prefill worker): decide as if they were not there, and by the threshold rule, since
+        # the local prediction counted them cached. Else a prompt that shares a prefix with one just sent would
+        # prefill all of it on the decode worker.
+        uncached = decision.confirmed_uncached_tokens
         local = decision.predicted_ttft_s
+        compare = local if not decision.promised_tokens else None  # the predicted rule's local side
         prefill_s = floor = None
         timings = self._timings(req.model)
         if worker.role is not Role.AGGREGATED and prefill_workers:
@@ -61,7 +67,7 @@ class PrefillPlacer:
             prefill_s = fleet.router.prefill_seconds(len(prompt))
             if prefill_s is not None and timings.ready:
                 floor = remote_ttft_s(0.0, prefill_s, timings)
-        reason = decide_before_queue(worker.role, prefill_workers, decision.uncached_tokens, policy, local, floor)
+        reason = decide_before_queue(worker.role, prefill_workers, uncached, policy, compare, floor)
         if reason is not None:
             return Placement(reason, local)
         assert self.submitter is not None
@@ -76,7 +82,7 @@ class PrefillPlacer:
         if prefill_s is not None:
             wait = queue_wait_s(pending, in_flight, prefill_workers, timings.job_s or prefill_s)
             remote = wait + floor if floor is not None else None
-        reason = decide_on_queue(pending, policy, local, remote)
+        reason = decide_on_queue(pending, policy, compare, remote)
         if reason is not Reason.REMOTE:
             return Placement(reason, local)
         return Placement(reason, remote if remote is not None else local, prefill_s, wait or 0.0)

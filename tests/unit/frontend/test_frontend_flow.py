@@ -96,23 +96,25 @@ async def test_chat_stream_chunks_are_vllm_s(harness) -> None:
 async def test_disaggregation_takes_each_branch(harness) -> None:
     h = await harness(disaggregation={"max_local_prefill_tokens": 8, "max_prefill_queue": 2})
     h.add_worker("d0", script=Script(pieces(2)))
-    long_prompt = list(range(40))
+
+    def long_prompt(i: int) -> list[int]:  # a new one each time: a prompt just sent counts as cached on d0
+        return list(range(100 * i, 100 * i + 40))
 
     async def send(prompt: list[int]) -> None:
         resp = await h.client.post("/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 2})
         assert resp.status == 200, await resp.text()
 
-    await send(long_prompt)  # no prefill workers yet
+    await send(long_prompt(0))  # no prefill workers yet
     h.add_worker("p0", Role.PREFILL)
     await send([1, 2, 3])  # short
-    await send(long_prompt)  # remote
-    assert h.submitter.jobs == [long_prompt]
+    await send(long_prompt(1))  # remote
+    assert h.submitter.jobs == [long_prompt(1)]
     assert h.engines.calls[-1]["kv"] == {"do_remote_prefill": True}
     h.submitter.pending = 2
-    await send(long_prompt)  # queue backed up
+    await send(long_prompt(2))  # queue backed up
     assert await h.metric("dynamo_lite_frontend_prefill_queue_depth", model="m") == 2
     h.submitter.pending, h.submitter.fail = 0, True
-    await send(long_prompt)  # prefill fails: local
+    await send(long_prompt(3))  # prefill fails: local
     assert h.engines.calls[-1]["kv"] is None
     reasons = {r: await h.metric("dynamo_lite_frontend_disaggregation_decisions_total", reason=r)
                for r in ("no_prefill_workers", "short_prompt", "remote", "queue_full", "prefill_failed")}

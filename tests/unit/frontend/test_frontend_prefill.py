@@ -34,7 +34,7 @@ async def test_the_predicted_rule_learns_from_a_remote_prefill_then_keeps_a_slow
     assert timings.first_token_s is not None and timings.first_token_s > 0 and timings.job_s is not None
     timings.first_token_s = 100.0  # a KV transfer that slow never beats local prefill
     h.submitter.pending = 1
-    await send(h, LONG)
+    await send(h, [t + 100 for t in LONG])  # a new prompt: LONG, just sent to d0, would count as cached there
     assert h.submitter.jobs == [LONG] and h.engines.calls[-1]["kv"] is None
     assert await reasons(h) == {"remote": 1, "predicted_local": 1, "short_prompt": 0, "queue_full": 0}
 
@@ -51,6 +51,8 @@ async def test_a_whole_answer_teaches_no_transfer_time(harness) -> None:
 
 
 async def test_the_threshold_rule_sends_the_same_request_remote(harness) -> None:
+    """Also when the first was sent moments ago: the router counts its blocks cached on d0 (a promise, no KV
+    event yet), but where prefill runs is decided on the blocks confirmed."""
     h = await harness(disaggregation={"decision": "threshold", "max_local_prefill_tokens": 8})
     h.add_worker("d0", script=Script(pieces(2)))
     h.add_worker("p0", Role.PREFILL)

@@ -319,6 +319,8 @@ def test_a_prompt_just_sent_counts_as_cached_there_until_its_events_come():
         r.on_prefill_done(RequestId("first"))  # done: its queue no longer weighs on the worker
         second = r.route([*shared, 2], [A, B, C])
         assert second.overlap_blocks == (50 if home else 0)
+        assert second.promised_tokens == second.overlap_tokens  # none of it confirmed by an event
+        assert second.confirmed_uncached_tokens == 801
         if home:
             assert second.worker_id == first.worker_id
     clock.now = 11.0  # past the TTL, with no event to confirm it: the claim is gone
