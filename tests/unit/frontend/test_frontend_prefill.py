@@ -34,7 +34,7 @@ async def test_the_predicted_rule_learns_from_a_remote_prefill_then_keeps_a_slow
     assert timings.first_token_s is not None and timings.first_token_s > 0 and timings.job_s is not None
     timings.first_token_s = 100.0  # a KV transfer that slow never beats local prefill
     h.submitter.pending = 1
-    await send(h, [t + 100 for t in LONG])  # a new prompt: LONG, just sent to d0, would count as cached there
+    await send(h, [t + 100 for t in LONG])  # a new prompt: LONG's blocks are only promised on d0 (just sent)
     assert h.submitter.jobs == [LONG] and h.engines.calls[-1]["kv"] is None
     assert await reasons(h) == {"remote": 1, "predicted_local": 1, "short_prompt": 0, "queue_full": 0}
 
