@@ -3,8 +3,9 @@
 Start with `Router` (router/router.py): `route(token_ids, candidates) -> Decision`.
 Pieces: `hashing` (chained xxh64 block hashes), `index` (which worker holds which
 block), `events` (vLLM KV-event ingestion with sequence checks), `approx` (index
-learned from decisions), `load` (per-worker load), `cost` (the formula and its
-knobs), `ttft` (the predicted-TTFT model, learnt online), `policies` (the routing modes).
+learned from decisions), `recent` (the claims of prompts just sent, ttft mode), `load`
+(per-worker load), `cost` (the formula and its knobs), `ttft` (the predicted-TTFT model,
+learnt online), `policies` (the routing modes).
 """
 
 from router.approx import ApproxIndex

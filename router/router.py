@@ -38,6 +38,7 @@ from router.hashing import hash_blocks
 from router.index import KvIndex
 from router.load import LoadTracker, LoadView
 from router.policies import RouterMode, RoutingContext, make_policy
+from router.recent import RecentSends
 from router.ttft import Seed, TtftModel, features
 from router.types import (
     BlockHash,
@@ -131,10 +132,11 @@ class Router:
         self._rng = rng if rng is not None else random.Random()
         self.index = KvIndex()
         self._ingestor = KvEventIngestor(self.index, config.block_size, BlockHash(config.root_seed))
-        # approx mode: the whole index; ttft mode: prompts sent whose blocks no event has reported yet.
-        self._recent = config.mode is RouterMode.TTFT and config.inflight_ttl_s > 0
-        ttl = config.inflight_ttl_s if self._recent else config.approx_ttl_s
-        self._approx = ApproxIndex(clock, ttl, config.approx_max_blocks_per_worker)
+        # approx mode: the whole index
+        self._approx = ApproxIndex(clock, config.approx_ttl_s, config.approx_max_blocks_per_worker)
+        # ttft mode: prompts sent whose blocks no event has reported yet (`inflight_ttl_s`)
+        self._sends = (RecentSends(clock, config.inflight_ttl_s)
+                       if config.mode is RouterMode.TTFT and config.inflight_ttl_s > 0 else None)
         self._load = LoadTracker(config.block_size, clock, config.load_report_ttl_s,
                                  peer_ttl_s=config.peer_load_ttl_s)
         self._policy = make_policy(config.mode, config.block_size, config.temperature, self._rng)
@@ -156,6 +158,8 @@ class Router:
         self._workers.discard(worker_id)
         self.index.remove_worker(worker_id)
         self._approx.remove_worker(worker_id)
+        if self._sends is not None:
+            self._sends.remove_worker(worker_id)
         self._load.remove_worker(worker_id)
         self._ingestor.forget(worker_id)
         self.ttft_model.forget_worker(worker_id)
@@ -212,9 +216,9 @@ class Router:
         approx = self.config.mode is RouterMode.APPROX
         overlaps = self._approx.find_matches(hashes) if approx else self.index.find_matches(hashes)
         confirmed = overlaps
-        if self._recent:  # a prefix sent somewhere moments ago counts there before its KV events come
+        if self._sends is not None:  # a prefix sent somewhere moments ago counts there before its KV events come
             confirmed = dict(overlaps)
-            for w, n in self._approx.find_matches(hashes).items():
+            for w, n in self._sends.find_matches(hashes).items():
                 if n > overlaps.get(w, 0):
                     overlaps[w] = n
         sizes_of = self._approx.num_blocks if approx else self.index.num_blocks
@@ -249,8 +253,10 @@ class Router:
         """Commit a decision: the request was sent. Raises ValueError if ``request_id`` is in flight."""
         self._load.start(request_id, decision.worker_id, decision.prompt_tokens, decision.uncached_tokens)
         self._changed()
-        if self.config.mode is RouterMode.APPROX or self._recent:
+        if self.config.mode is RouterMode.APPROX:
             self._approx.learn(decision.worker_id, decision.block_hashes)
+        elif self._sends is not None:
+            self._sends.sent(decision.worker_id, decision.block_hashes)
         if decision.ttft is not None:
             self.ttft_model.sent(request_id, decision.worker_id, decision.ttft.x, decision.ttft.kv_fill, self._clock())
 
