@@ -167,7 +167,11 @@ def test_generated_bodies_are_judged_alike(path: str, mode: schemathesis.Generat
             except ApiError as e:
                 assert e.status == 400
             else:
-                assert body.model not in MODELS, case.body
+                # Accepted: a model outside the enum (the handler's 404), or a value pydantic's lax mode
+                # coerces as vLLM's own models do (`"background": 0.0` is False there too): then what the
+                # model made of it is what the document calls valid.
+                coerced = body.model_dump(mode="json", exclude_unset=True)
+                assert body.model not in MODELS or validator(GENERATE[path].__name__).is_valid(coerced), case.body
 
     check()
 
