@@ -216,9 +216,10 @@ class Router:
         approx = self.config.mode is RouterMode.APPROX
         overlaps = self._approx.find_matches(hashes) if approx else self.index.find_matches(hashes)
         confirmed = overlaps
-        if self._sends is not None:  # a prefix sent somewhere moments ago counts there before its KV events come
+        claimed = self._sends.find_matches(hashes) if self._sends is not None else None
+        if claimed:  # a prefix sent somewhere moments ago counts there before its KV events come
             confirmed = dict(overlaps)
-            for w, n in self._sends.find_matches(hashes).items():
+            for w, n in claimed.items():
                 if n > overlaps.get(w, 0):
                     overlaps[w] = n
         sizes_of = self._approx.num_blocks if approx else self.index.num_blocks
