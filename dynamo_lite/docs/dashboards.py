@@ -98,6 +98,16 @@ ROUTING = Dashboard("dl-routing", "dynamo_lite / routing", "Where requests go an
     Panel("Prefix hit rate (engines)", (Query(
         f"sum by (worker_id) (rate(vllm:prefix_cache_hits_total{RATE})) / "
         f"sum by (worker_id) (rate(vllm:prefix_cache_queries_total{RATE}))", "{{worker_id}}"),), "percentunit"),
+    Panel("Router's index against the engines", (
+        Query(f"{rate(F + 'routed_overlap_tokens_total')} / {rate(F + 'cached_tokens_total')}",
+              "expected by KV events / found {{model}}"),
+        Query(f"{rate(F + 'routed_promised_tokens_total')} / {rate(F + 'cached_tokens_total')}",
+              "promised / found {{model}}"),
+    ), "percentunit", "Prompt tokens the router expected cached on the worker it chose, over those the engines "
+                      "found cached. Near 100%: the index follows what the engines hold. Well above: KV events lost "
+                      "or late (see kv_resyncs_total). A prefill run remotely reports the prefill worker's hits, so "
+                      "compare where prefill is local. Promised: counted cached because a prompt just sent to that "
+                      "worker has them, before its KV events (frontend.router.inflight_ttl_s)."),
     Panel("Routed overlap (share of prompt expected cached)", (
         quantile(0.5, F + "routed_overlap_ratio"), quantile(0.9, F + "routed_overlap_ratio")), "percentunit"),
     Panel("Router decision latency", (quantile(0.5, F + "router_decision_seconds"),

@@ -102,10 +102,14 @@ class RequestFlow:
             mm.router_decision.observe(time.perf_counter() - started)
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("request %s routed: %s", req.request_id, decision.explain())
-            mm.routed_overlap_ratio.observe(decision.overlap_tokens / len(prompt))
+            # What the KV events said apart from what prompts just sent only promise: the first is what an
+            # operator compares with the engines' cached tokens to see whether the index follows them.
+            confirmed = decision.overlap_tokens - decision.promised_tokens
+            mm.routed_overlap_ratio.observe(confirmed / len(prompt))
             worker = fleet.workers[decision.worker_id]
             mm.routed(worker.worker_id, decision.mode.value).inc()
-            mm.routed_overlap.inc(decision.overlap_tokens)
+            mm.routed_overlap.inc(confirmed)
+            mm.routed_promised.inc(decision.promised_tokens)
             # Prompt logprobs need the prompt computed where the request runs, not shipped as KV.
             placement = None if req.prompt_logprobs else await self.placer.place(req, mm, fleet, worker, decision,
                                                                                  prompt)  # fmt: skip

@@ -47,13 +47,17 @@ class FrontendMetrics:
                                     registry=r)
         self.routed = Counter(P + "routing_decisions", "Requests routed, by chosen worker and router mode",
                               ["model", "worker", "mode"], registry=r)
-        self.routed_overlap = Counter(P + "routed_overlap_tokens", "Prompt tokens the router expected cached",
+        self.routed_overlap = Counter(P + "routed_overlap_tokens", "Prompt tokens the router expected cached on the "
+                                      "chosen worker, as its KV events said (compare with cached_tokens_total)",
                                       ["model"], registry=r)
+        self.routed_promised = Counter(P + "routed_promised_tokens", "Prompt tokens the router counted cached on the "
+                                       "chosen worker only because a prompt just sent there claims them "
+                                       "(frontend.router.inflight_ttl_s), no KV event yet", ["model"], registry=r)
         self.disagg = Counter(P + "disaggregation_decisions",
                               "Where prefill ran, by reason (remote, short_prompt, predicted_local, queue_full, "
                               "no_prefill_workers, aggregated_worker, prefill_failed)", ["model", "reason"], registry=r)  # fmt: skip
         self.routed_overlap_ratio = Histogram(P + "routed_overlap_ratio", "Share of each prompt the router expected "
-                                              "cached on the chosen worker", ["model"],
+                                              "cached on the chosen worker, as its KV events said", ["model"],
                                               buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0), registry=r)
         self.router_decision = Histogram(P + "router_decision_seconds", "Time to route one request", ["model"],
                                          buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
@@ -98,6 +102,7 @@ class ModelMetrics:
         self.cached_tokens = m.cached_tokens.labels(model)
         self.prompt_len = m.prompt_len.labels(model)
         self.routed_overlap = m.routed_overlap.labels(model)
+        self.routed_promised = m.routed_promised.labels(model)
         self.routed_overlap_ratio = m.routed_overlap_ratio.labels(model)
         self.router_decision = m.router_decision.labels(model)
         self.slo = {True: m.slo.labels(model, "true"), False: m.slo.labels(model, "false")}

@@ -132,6 +132,20 @@ async def test_aggregated_pool_is_routed_directly(harness) -> None:
     assert await h.metric("dynamo_lite_frontend_routing_decisions_total", model="agg", worker="a0", mode="ttft") == 1
 
 
+async def test_blocks_a_prompt_just_sent_claims_are_counted_apart_from_those_kv_events_confirm(harness) -> None:
+    """A prompt sent twice in a row: the second finds its blocks promised by the first (no KV event from the
+    fake worker), and they are counted as promised, not as expected by the index, which an operator compares
+    with the engines' cached tokens."""
+    h = await harness()
+    h.add_worker("a0", Role.AGGREGATED, model="agg", script=Script(pieces(1)))
+    for _ in range(2):
+        resp = await h.client.post("/v1/completions", json={"model": "agg", "prompt": list(range(40)), "max_tokens": 1})
+        assert resp.status == 200
+    assert await h.metric("dynamo_lite_frontend_routed_promised_tokens_total", model="agg") == 32  # 2 blocks of 16
+    assert await h.metric("dynamo_lite_frontend_routed_overlap_tokens_total", model="agg") == 0
+    assert await h.metric("dynamo_lite_frontend_routed_overlap_ratio_sum", model="agg") == 0
+
+
 async def test_worker_failing_mid_stream_migrates_with_the_tokens_so_far(harness) -> None:
     h = await harness()
     h.add_worker("d0", script=Script(pieces(6), fail_after=2))
