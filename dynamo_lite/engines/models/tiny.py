@@ -47,26 +47,41 @@ def train_tokenizer(out: Path) -> None:
 
 
 def build_tiny_llama(target: Path, seed: int = 0) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     with building(target) as out:
         train_tokenizer(out)
         vocab = json.loads((out / "tokenizer.json").read_text())["model"]["vocab"]
-        config = LlamaConfig(
-            vocab_size=max(VOCAB_SIZE, len(vocab)),
-            hidden_size=128,
-            intermediate_size=256,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=4096,
-            bos_token_id=vocab["<|endoftext|>"],
-            eos_token_id=vocab["<|im_end|>"],
-            tie_word_embeddings=False,
-            torch_dtype="float32",
-        )
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config).to(torch.float32)
-        model.save_pretrained(out, safe_serialization=True)
+        _save_random_llama(out, max(VOCAB_SIZE, len(vocab)), vocab["<|endoftext|>"], vocab["<|im_end|>"], seed)
     return target
+
+
+def build_tiny_words(target: Path, seed: int = 0) -> Path:
+    """The same tiny Llama with the mock engine's word tokenizer (`t<N>` is token N, words.py): a text
+    benchmark's prompts become the same token ids on it as on a mock engine, block for block."""
+    from dynamo_lite.engines.models.words import write_words_tokenizer
+
+    with building(target) as out:
+        unk = write_words_tokenizer(out)
+        _save_random_llama(out, unk + 1, unk, unk, seed)
+    return target
+
+
+def _save_random_llama(out: Path, vocab_size: int, bos: int, eos: int, seed: int) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=bos,
+        eos_token_id=eos,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32)
+    model.save_pretrained(out, safe_serialization=True)

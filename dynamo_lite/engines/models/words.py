@@ -21,19 +21,26 @@ CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{%
                  "{% if add_generation_prompt %}assistant:{% endif %}")
 
 
-def build_mock_words(target: Path) -> Path:
-    import transformers
+def write_words_tokenizer(out: Path) -> int:
+    """The tokenizer files into ``out``; returns the id of ``<unk>``, also its end-of-sequence token."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
+    vocab = {f"t{i}": i for i in range(VOCAB_SIZE)} | {"<unk>": VOCAB_SIZE}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    return VOCAB_SIZE
+
+
+def build_mock_words(target: Path) -> Path:
+    import transformers
+
     with building(target) as out:
-        vocab = {f"t{i}": i for i in range(VOCAB_SIZE)} | {"<unk>": VOCAB_SIZE}
-        tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>")
-        fast.chat_template = CHAT_TEMPLATE
-        fast.save_pretrained(out)
+        write_words_tokenizer(out)
         # transformers_version: without it, transformers takes the directory for an old Mistral one and
         # warns, at every load, that its regex is wrong.
         (out / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": VOCAB_SIZE + 1,

@@ -45,6 +45,7 @@ class VllmEngineConfig:
     enforce_eager: bool = True
     kv_events_endpoint: str | None = None  # tcp://127.0.0.1:P, where the agent's SUB socket is bound
     kv_events_replay_endpoint: str | None = None  # tcp://127.0.0.1:P, vLLM binds a ROUTER here
+    kv_events_topic: str = "kv"  # what the agent subscribes to (a peer router in the arena may want another)
     kv_transfer_config: dict[str, object] | None = None  # from connectors.kv_transfer_config
     env: dict[str, str] = field(default_factory=dict)  # NIXL side channel, core binding ...
     extra_args: tuple[str, ...] = ()
@@ -80,7 +81,7 @@ class VllmEngineConfig:
                 "enable_kv_cache_events": True,
                 "publisher": "zmq",
                 "endpoint": self.kv_events_endpoint,
-                "topic": "kv",
+                "topic": self.kv_events_topic,
             }
             if self.kv_events_replay_endpoint:
                 events["replay_endpoint"] = self.kv_events_replay_endpoint

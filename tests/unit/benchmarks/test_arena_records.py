@@ -1,5 +1,5 @@
 """benchmarks/arena.py: --records (every request's record, one JSON line each, read back unchanged) and
---rate-profile."""
+--rate-profile, and --engine vllm's block size."""
 
 from __future__ import annotations
 
@@ -40,3 +40,11 @@ def test_rate_profile_option_parses_and_names_a_bad_key(capsys: pytest.CaptureFi
         arena.parse(["--rate-profile", "sine:wobble=1"])
     assert refused.value.code == 2
     assert "unknown key 'wobble'" in capsys.readouterr().err
+
+
+def test_real_engines_need_vllm_s_cpu_block_size(capsys: pytest.CaptureFixture[str]) -> None:
+    assert arena.parse(["--engine", "vllm", "--block-size", "128"]).engine == "vllm"
+    assert arena.parse([]).engine == "mock"
+    with pytest.raises(SystemExit):
+        arena.parse(["--engine", "vllm"])
+    assert "--block-size 128" in capsys.readouterr().err

@@ -1,9 +1,11 @@
-"""builtin:mock-words: the frontend tokenizes text as the mock engine does."""
+"""builtin:mock-words (and builtin:tiny-words, a real model with its tokenizer): the frontend tokenizes
+text as the mock engine does."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import json
 from pathlib import Path
 
 from dynamo_lite.engines.mock.tokenizer import WordTokenizer
@@ -27,3 +29,13 @@ def test_loading_it_draws_no_warning_from_transformers(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", load, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "[transformers]" not in done.stderr, done.stderr
+
+
+def test_tiny_words_is_a_model_with_the_mock_s_token_ids(tmp_path: Path) -> None:
+    """The arena's real engines serve it: every word id is in its vocabulary, and <unk> ends a sequence."""
+    model = resolve_model("builtin:tiny-words", tmp_path)
+    tok = ModelTokenizer(model)
+    assert tok.encode_prompt("t5 t6 t128255") == [5, 6, 128255]
+    config = json.loads((model / "config.json").read_text())
+    assert config["vocab_size"] == VOCAB_SIZE + 1 and config["eos_token_id"] == VOCAB_SIZE
+    assert (model / "model.safetensors").stat().st_size > 0
