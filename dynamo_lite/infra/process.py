@@ -96,7 +96,11 @@ class ManagedProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **self.env} if self.env else None,
-                start_new_session=True,  # its own process group: `stop` ends what it leaves behind too
+                # Its own process group, so `stop` ends what it leaves behind too; not its own session
+                # (start_new_session), which on a kernel with sched_autogroup gives it a scheduling group of
+                # its own: vLLM engines started so stalled 0.3-1.1 s at a time under load on 2 shared cores
+                # (docs/benchmarks.md, "On real vLLM engines").
+                process_group=0,
             )
         log.info("started %s (pid %d), log %s", self.name, self.popen.pid, self.log_path)
 
@@ -154,7 +158,7 @@ class ManagedProcess:
             self._kill_group()
 
     def _kill_group(self) -> None:
-        """SIGKILL to what is left of the child's process group (its own: start_new_session). A vLLM API server
+        """SIGKILL to what is left of the child's process group (its own: process_group=0). A vLLM API server
         killed after its grace period leaves its engine core running otherwise, holding its memory, orphaned."""
         assert self.popen is not None
         try:
