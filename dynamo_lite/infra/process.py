@@ -34,12 +34,18 @@ def _die_with_parent(argv: list[str]) -> list[str]:
     util-linux's `setpriv --pdeathsig` sets it just before exec. (Setting it from a
     Python preexec_fn would force a plain fork() of this process, which aborts in the
     child when gRPC's threads are running, as they are next to an etcd client.)
+
+    coreutils' `nohup` makes the child ignore SIGHUP. The child leads a process group in its
+    parent's session; if the parent dies while the child is stopped (SIGSTOP, a debugger), the
+    group is orphaned with a stopped member and the kernel sends it SIGHUP. By SIGHUP's default
+    action the child would die at once, before its SIGTERM handler runs, and leave what it
+    started (vLLM's engine core) running. Ignoring it, the child shuts down on the SIGTERM.
     """
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        log.warning("setpriv (util-linux) not found: children will outlive a killed supervisor")
+    setpriv, nohup = shutil.which("setpriv"), shutil.which("nohup")
+    if setpriv is None or nohup is None:
+        log.warning("setpriv (util-linux) or nohup (coreutils) not found: children may outlive a killed supervisor")
         return argv
-    return [setpriv, "--pdeathsig", "TERM", "--", *argv]
+    return [setpriv, "--pdeathsig", "TERM", "--", nohup, *argv]
 
 
 class ProcessFailed(RuntimeError):

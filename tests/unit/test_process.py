@@ -3,7 +3,10 @@ engine core (a grandchild) running, orphaned, with its memory (seen in a test cl
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -82,3 +85,55 @@ def test_a_taken_port_is_recognised_however_it_is_written() -> None:
                       "address already in use")
     assert port_taken("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:38095')")
     assert not port_taken("engine decode-0 exited with code 1 while starting: out of memory")
+
+
+# A child that, on SIGTERM, ends its grandchild and exits (as vLLM's API server ends its engine core), and a
+# grandchild that nothing but its parent ends (it ignores SIGHUP and SIGTERM).
+GRACEFUL_CHILD = """
+import signal, subprocess, sys, time
+grandchild = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+    "signal.signal(signal.SIGHUP, signal.SIG_IGN); signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+def stop(*_):
+    grandchild.kill()
+    grandchild.wait()
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+open(sys.argv[1], "w").write(f"{grandchild.pid}")
+time.sleep(120)
+"""
+# A supervisor (an agent) that starts the child with ManagedProcess and writes the child's pid.
+SUPERVISOR = """
+import sys, time
+from dynamo_lite.infra import ManagedProcess
+child = ManagedProcess("child", [sys.executable, "-c", sys.argv[1], sys.argv[2]], __import__("pathlib").Path(sys.argv[3]))
+child.start()
+open(sys.argv[4], "w").write(str(child.pid))
+time.sleep(120)
+"""
+
+
+def test_a_child_stopped_when_its_supervisor_dies_still_ends_what_it_started(tmp_path: Path) -> None:
+    """An agent killed while its engine is stopped (SIGSTOP, as the fault tests do; or a debugger): once the
+    engine runs again it gets its parent-death SIGTERM and ends its engine core. The engine's process group
+    became orphaned with a stopped member at the agent's death, and the kernel sends such a group SIGHUP: a
+    child that did not ignore it died at once, by SIGHUP's default action, and its grandchild (vLLM's engine
+    core) outlived both, holding its memory (a CI run left one, 2.7 GB, running after the suite)."""
+    grand_file, child_file = tmp_path / "grandchild.pid", tmp_path / "child.pid"
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR, GRACEFUL_CHILD, str(grand_file),
+                                   str(tmp_path / "child.log"), str(child_file)])
+    try:
+        eventually(lambda: grand_file.is_file() and grand_file.read_text() != "" and child_file.is_file()
+                   and child_file.read_text() != "", timeout=30, what="the child and grandchild started")
+        child, grandchild = int(child_file.read_text()), int(grand_file.read_text())
+        os.kill(child, signal.SIGSTOP)
+        supervisor.kill()
+        supervisor.wait()
+        os.kill(child, signal.SIGCONT)
+        eventually(lambda: not alive(child) and not alive(grandchild), timeout=10,
+                   what="the child and, through its own shutdown, its grandchild gone")
+    finally:
+        supervisor.kill()
+        for pid_file in (child_file, grand_file):
+            if pid_file.is_file() and pid_file.read_text():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid_file.read_text()), signal.SIGKILL)
