@@ -60,7 +60,7 @@ from benchmarks import arena_refs, peers, trace_replay  # noqa: E402
 from benchmarks.arena_fleet import MODEL, Fleet, FleetParams, busy_shares, engine_counters, ours, peer  # noqa: E402
 from benchmarks.arena_report import Entry, plot, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
-from benchmarks.cluster import counter_by_label, frontend_processes  # noqa: E402
+from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above  # noqa: E402
 from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
@@ -116,18 +116,23 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
         busy = busy_shares([c.busy_s for c in before], [c.busy_s for c in after], time.monotonic() - t0,
                            fleet.speedup)  # fmt: skip
         served = {url: a.requests - b.requests for url, b, a in zip(f.engine_urls, before, after, strict=True)}
+        preempted = {url: a.preemptions - b.preemptions for url, b, a in zip(f.engine_urls, before, after, strict=True)}
         if fleet.engine == "mock":
             log(f"{label}: fleet busy {sum(busy) / len(busy):.0%}; per engine: busy "
                 f"{', '.join(f'{b:.0%}' for b in busy)}, requests {', '.join(f'{v:.0f}' for v in served.values())}")
         else:  # a real engine exports no busy time
             busy = []
             log(f"{label}: requests per engine {', '.join(f'{v:.0f}' for v in served.values())}")
+        log(f"{label}: preemptions per engine (KV space) {', '.join(f'{v:.0f}' for v in preempted.values())}")
         per_process = None
         if is_ours(label):
             urls = [p.metrics_url or p.url for p in frontend_processes(work / "state") if p.metrics_url or p.url]
             each = [counter_by_label([u], "dynamo_lite_frontend_routing_decisions", "worker") for u in urls]
             per_process = [sum(c.values()) for c in each]
             log(f"{label}: requests routed by each of {len(urls)} frontend process(es): {per_process}")
+            stalls = histogram_above(urls, "dynamo_lite_frontend_event_loop_lag_seconds", 0.25)
+            log(f"{label}: the frontend's event loop ran more than 0.25 s late {stalls:.0f} time(s) "
+                "(its log says when)")
     if args.records:
         write_records(args.records / f"{label.replace(':', '_')}_{repeat + 1}.jsonl", result.records)
     summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
@@ -138,7 +143,7 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
     for sample in samples:
         log(f"{label}: error: {sample[:300]}")
     return Entry(label, repeat, round(startup, 1), asdict(summary), samples, [round(b, 4) for b in busy], served,
-                 per_process)
+                 per_process, preempted)
 
 
 def write_records(path: Path, records: list) -> None:

@@ -4,7 +4,7 @@
         f.url, f.engine_urls
     with peer("sglang-router:cache_aware", fleet, env, work) as f:   # engines started here, the router in front
         ...
-    engine_counters(f.engine_urls)   # each engine's mock:busy_seconds_total and finished requests
+    engine_counters(f.engine_urls)   # each engine's mock:busy_seconds_total, finished and preempted requests
 
 Both kinds of engine are built by one function (`mock_engine_args`, or the pool's `mock:` section that
 feeds it), so they are equal but for where their KV events go. With ``engine="vllm"`` they are real vLLM
@@ -40,6 +40,7 @@ MODEL = "bench"
 VLLM_MODEL = "builtin:tiny-words"  # the real engines' model: the mock's tokenizer, random weights
 BUSY = "mock:busy_seconds"  # simulated seconds in engine steps (dynamo_lite/engines/mock/metrics.py)
 DONE = "vllm:request_success"  # requests finished, by finish reason
+PREEMPTED = "vllm:num_preemptions"  # requests the engine preempted for KV space (vLLM and the mock)
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ class EngineCounters:
 
     busy_s: float  # simulated seconds in engine steps (mock:busy_seconds_total)
     requests: float  # requests finished (vllm:request_success_total, every finish reason)
+    preemptions: float  # requests preempted for KV space, to be recomputed (vllm:num_preemptions_total)
 
 
 def engine_counters(engine_urls: Sequence[str]) -> list[EngineCounters]:
@@ -157,8 +159,8 @@ def engine_counters(engine_urls: Sequence[str]) -> list[EngineCounters]:
     for url in engine_urls:
         text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
         samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-        out.append(EngineCounters(sum(s.value for s in samples if s.name == f"{BUSY}_total"),
-                                  sum(s.value for s in samples if s.name == f"{DONE}_total")))  # fmt: skip
+        total = {name: sum(s.value for s in samples if s.name == f"{name}_total") for name in (BUSY, DONE, PREEMPTED)}
+        out.append(EngineCounters(total[BUSY], total[DONE], total[PREEMPTED]))
     return out
 
 

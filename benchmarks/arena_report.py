@@ -22,6 +22,7 @@ class Entry:
     busy: list[float] | None = None  # per engine: share of the replay's simulated time spent in engine steps
     served_per_engine: dict[str, float] | None = None  # requests each engine finished, by engine URL
     routed_per_process: list[float] | None = None  # ours: requests each frontend process routed
+    preempted_per_engine: dict[str, float] | None = None  # requests each engine preempted for KV space
 
 
 def balance(per_worker: dict[str, float] | None, workers: int) -> tuple[float, float] | None:

@@ -103,3 +103,19 @@ def counter_by_label(metrics_urls: Sequence[str], name: str, label: str) -> dict
                     if s.name == f"{name}_total":
                         out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
     return out
+
+
+def histogram_above(metrics_urls: Sequence[str], name: str, bound: float) -> float:
+    """How many observations of the Prometheus histogram `name` exceeded `bound` (one of its buckets), over
+    every URL's /metrics: e.g. the frontend's event-loop stalls of more than 0.25 s."""
+    total = 0.0
+    for url in metrics_urls:
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name == name:
+                for s in family.samples:
+                    if s.name == f"{name}_count":
+                        total += s.value
+                    elif s.name == f"{name}_bucket" and float(s.labels["le"]) == bound:
+                        total -= s.value
+    return total

@@ -112,6 +112,13 @@ ROUTING = Dashboard("dl-routing", "dynamo_lite / routing", "Where requests go an
         quantile(0.5, F + "routed_overlap_ratio"), quantile(0.9, F + "routed_overlap_ratio")), "percentunit"),
     Panel("Router decision latency", (quantile(0.5, F + "router_decision_seconds"),
                                       quantile(0.99, F + "router_decision_seconds")), "s"),
+    Panel("Frontend event-loop lag", (quantile(0.99, F + "event_loop_lag_seconds", "instance"),
+                                      Query(f"max by (instance) (increase({F}event_loop_lag_seconds_count{RATE})"
+                                            f" - ignoring(le) "
+                                            f"increase({F}event_loop_lag_seconds_bucket{{le=\"0.25\"}}{RATE}))",
+                                            "stalls > 0.25 s {{instance}}")), "s",
+          "How late each frontend process's event loop woke from a 0.1 s sleep. A stall holds every stream that "
+          "process serves; its log names each of 0.5 s or more."),
 ))
 
 DISAGGREGATION = Dashboard("dl-disagg", "dynamo_lite / disaggregation", "Local and remote prefill, queue, KV transfer.", (

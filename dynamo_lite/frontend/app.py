@@ -32,6 +32,7 @@ from dynamo_lite.frontend.snapshot import open_snapshots
 from dynamo_lite.frontend.state import STATE, FrontendConfig, FrontendState
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.upstream import EngineClient
+from dynamo_lite.infra.loop_lag import LoopLag
 from dynamo_lite.protocol import KvEventsMessage, LoadReport
 from dynamo_lite.queue import PrefillSubmitter, connect_nats
 
@@ -76,6 +77,9 @@ async def open_connections(app: web.Application) -> AsyncIterator[None]:
     state = app[STATE]
     cfg = state.config
     async with contextlib.AsyncExitStack() as stack:
+        lag = LoopLag(state.metrics.loop_lag.observe)
+        lag.start()
+        stack.push_async_callback(lag.stop)
         engine_pool = EnginePool()
         stack.push_async_callback(engine_pool.close)
         etcd = await stack.enter_async_context(etcd_client(cfg.etcd_url))

@@ -62,6 +62,10 @@ class FrontendMetrics:
         self.router_decision = Histogram(P + "router_decision_seconds", "Time to route one request", ["model"],
                                          buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
                                          registry=r)  # fmt: skip
+        self.loop_lag = Histogram(P + "event_loop_lag_seconds", "How late this process's event loop woke from a "
+                                  "0.1 s sleep: whatever held it (blocking code, garbage collection, no free CPU) "
+                                  "held every request's stream as long", buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                                                  0.5, 1.0, 2.5, 5.0), registry=r)
         self.slo = Counter(P + "slo_requests", "Finished requests, by whether TTFT and mean ITL both met "
                            "planner.ttft_target_ms and planner.itl_target_ms", ["model", "met"], registry=r)
         self.queue_depth = Gauge(P + "prefill_queue_depth", "Prefill jobs waiting, as last read for a decision",

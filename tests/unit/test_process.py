@@ -105,7 +105,8 @@ time.sleep(120)
 SUPERVISOR = """
 import sys, time
 from dynamo_lite.infra import ManagedProcess
-child = ManagedProcess("child", [sys.executable, "-c", sys.argv[1], sys.argv[2]], __import__("pathlib").Path(sys.argv[3]))
+from pathlib import Path
+child = ManagedProcess("child", [sys.executable, "-c", sys.argv[1], sys.argv[2]], Path(sys.argv[3]))
 child.start()
 open(sys.argv[4], "w").write(str(child.pid))
 time.sleep(120)

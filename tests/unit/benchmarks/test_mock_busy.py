@@ -3,6 +3,7 @@ request at a time the engine is busy exactly while that request lives, so busy t
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.arena_fleet import BUSY, busy_shares  # noqa: E402
+from benchmarks.arena_fleet import BUSY, busy_shares, engine_counters  # noqa: E402
 from dynamo_lite.engines.mock import MockEngineArgs  # noqa: E402
 from dynamo_lite.engines.mock.server import build_app  # noqa: E402
 
@@ -40,3 +41,21 @@ async def test_busy_time_is_the_time_spent_in_steps() -> None:
 def test_busy_share() -> None:
     # 10 wall seconds at speed-up 4 are 40 simulated seconds: 30 busy is 75%, 0 is idle
     assert busy_shares([5.0, 1.0], [35.0, 1.0], 10.0, 4.0) == [0.75, 0.0]
+
+
+async def test_the_arena_counts_each_engine_s_preemptions() -> None:
+    """A real engine's TTFT tail may be its preemptions (a request evicted for KV space and computed again):
+    the arena records them per engine. Four requests that cannot all hold their KV in 24 blocks."""
+    args = MockEngineArgs(model="m", timing="dynamo", speedup_ratio=50.0, block_size=16, num_gpu_blocks=24)
+    async with TestClient(TestServer(build_app(args))) as client:
+        url = str(client.make_url("")).rstrip("/")
+        assert [c.preemptions for c in await asyncio.to_thread(engine_counters, [url])] == [0.0]
+
+        async def one(seed: int) -> None:
+            body = {"model": "m", "prompt": [seed, *range(5, 150)], "max_tokens": 100, "ignore_eos": True}
+            r = await client.post("/v1/completions", json=body)
+            assert r.status == 200, await r.text()
+
+        await asyncio.gather(*(one(seed) for seed in range(1000, 1004)))
+        counters = await asyncio.to_thread(engine_counters, [url])
+        assert counters[0].preemptions >= 1 and counters[0].requests == 4, counters
