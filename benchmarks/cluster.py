@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from dynamo_lite.config import load_cluster_spec
 from dynamo_lite.infra.process import ProcessInfo
@@ -95,13 +96,9 @@ def counter_by_label(metrics_urls: Sequence[str], name: str, label: str) -> dict
     """A Prometheus counter's samples (`name` without _total) summed by `label` over every URL's /metrics:
     e.g. routing decisions per worker over all frontend processes."""
     out: dict[str, float] = {}
-    for url in metrics_urls:
-        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-        for family in text_string_to_metric_families(text):
-            if family.name == name:
-                for s in family.samples:
-                    if s.name == f"{name}_total":
-                        out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
+    for s in _samples(metrics_urls, name):
+        if s.name == f"{name}_total":
+            out[s.labels[label]] = out.get(s.labels[label], 0.0) + s.value
     return out
 
 
@@ -109,13 +106,18 @@ def histogram_above(metrics_urls: Sequence[str], name: str, bound: float) -> flo
     """How many observations of the Prometheus histogram `name` exceeded `bound` (one of its buckets), over
     every URL's /metrics: e.g. the frontend's event-loop stalls of more than 0.25 s."""
     total = 0.0
+    for s in _samples(metrics_urls, name):
+        if s.name == f"{name}_count":
+            total += s.value
+        elif s.name == f"{name}_bucket" and float(s.labels["le"]) == bound:
+            total -= s.value
+    return total
+
+
+def _samples(metrics_urls: Sequence[str], name: str) -> Iterator[Sample]:
+    """The samples of the metric family `name` on every URL's /metrics."""
     for url in metrics_urls:
         text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
         for family in text_string_to_metric_families(text):
             if family.name == name:
-                for s in family.samples:
-                    if s.name == f"{name}_count":
-                        total += s.value
-                    elif s.name == f"{name}_bucket" and float(s.labels["le"]) == bound:
-                        total -= s.value
-    return total
+                yield from family.samples
