@@ -41,11 +41,16 @@ def _die_with_parent(argv: list[str]) -> list[str]:
     action the child would die at once, before its SIGTERM handler runs, and leave what it
     started (vLLM's engine core) running. Ignoring it, the child shuts down on the SIGTERM.
     """
-    setpriv, nohup = shutil.which("setpriv"), shutil.which("nohup")
-    if setpriv is None or nohup is None:
-        log.warning("setpriv (util-linux) or nohup (coreutils) not found: children may outlive a killed supervisor")
+    nohup = shutil.which("nohup")
+    if nohup is None:
+        log.warning("nohup (coreutils) not found: a child stopped when its supervisor dies may leave orphans")
+    else:
+        argv = [nohup, *argv]
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        log.warning("setpriv (util-linux) not found: children will outlive a killed supervisor")
         return argv
-    return [setpriv, "--pdeathsig", "TERM", "--", nohup, *argv]
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv]
 
 
 class ProcessFailed(RuntimeError):

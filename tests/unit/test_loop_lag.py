@@ -21,8 +21,10 @@ async def test_a_blocked_loop_is_measured_late_by_the_time_it_was_held(caplog: p
         time.sleep(0.4)  # the loop held, as by a synchronous call
         await asyncio.sleep(0.2)
     await monitor.stop()
-    assert free and max(free) < 0.2, free
+    assert free and max(free) < 0.3, free
     held = max(lags)
-    assert 0.3 <= held <= 0.6, lags  # the 0.4 s hold, less what was left of the sleep it fell in
+    assert 0.3 <= held <= 1.0, lags  # the 0.4 s hold, less what was left of the sleep it fell in
     assert "event loop stalled" in caplog.text
-    assert monitor._task is None  # stopped: its task cancelled and awaited
+    count = len(lags)
+    await asyncio.sleep(0.2)
+    assert len(lags) == count  # stopped: its task cancelled and awaited
