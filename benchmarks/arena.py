@@ -62,7 +62,7 @@ from benchmarks.arena_fleet import (MODEL, Fleet, FleetParams, busy_shares, engi
                                     move_logs, ours, peer)
 from benchmarks.arena_report import Entry, plot, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
-from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above  # noqa: E402
+from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above, histogram_quantiles  # noqa: E402,E501
 from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
@@ -129,7 +129,7 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
             busy = []
             log(f"{label}: requests per engine {', '.join(f'{v:.0f}' for v in served.values())}")
         log(f"{label}: preemptions per engine (KV space) {', '.join(f'{v:.0f}' for v in preempted.values())}")
-        per_process = None
+        per_process, prediction = None, None
         if is_ours(label):
             urls = [p.metrics_url or p.url for p in frontend_processes(work / "state") if p.metrics_url or p.url]
             each = [counter_by_label([u], "dynamo_lite_frontend_routing_decisions", "worker") for u in urls]
@@ -138,6 +138,11 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
             stalls = histogram_above(urls, "dynamo_lite_frontend_event_loop_lag_seconds", 0.25)
             log(f"{label}: the frontend's event loop ran more than 0.25 s late {stalls:.0f} time(s) "
                 "(its log says when)")
+            ratio = histogram_quantiles(urls, "dynamo_lite_frontend_ttft_prediction_ratio", (0.1, 0.5, 0.9))
+            if ratio is not None:
+                prediction = dict(zip(("p10", "p50", "p90"), (round(r, 3) for r in ratio), strict=True))
+                log(f"{label}: first tokens against the ttft router's prediction (measured / predicted): "
+                    f"p10 {ratio[0]:.2f}, p50 {ratio[1]:.2f}, p90 {ratio[2]:.2f}")
     if args.records:
         write_records(args.records / f"{name}.jsonl", result.records)
         move_logs(work, args.records / f"{name}.logs")
@@ -149,7 +154,7 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
     for sample in samples:
         log(f"{label}: error: {sample[:300]}")
     return Entry(label, repeat, round(startup, 1), asdict(summary), samples, [round(b, 4) for b in busy], served,
-                 per_process, preempted)
+                 per_process, preempted, prediction)
 
 
 def write_records(path: Path, records: list) -> None:

@@ -23,6 +23,7 @@ class Entry:
     served_per_engine: dict[str, float] | None = None  # requests each engine finished, by engine URL
     routed_per_process: list[float] | None = None  # ours: requests each frontend process routed
     preempted_per_engine: dict[str, float] | None = None  # requests each engine preempted for KV space
+    ttft_prediction: dict[str, float] | None = None  # ours, ttft: measured / predicted TTFT, p10 p50 p90
 
 
 def balance(per_worker: dict[str, float] | None, workers: int) -> tuple[float, float] | None:

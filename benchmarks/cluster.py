@@ -114,6 +114,34 @@ def histogram_above(metrics_urls: Sequence[str], name: str, bound: float) -> flo
     return total
 
 
+def histogram_quantiles(metrics_urls: Sequence[str], name: str, qs: Sequence[float]) -> list[float] | None:
+    """Quantiles `qs` of the Prometheus histogram `name`, its buckets summed over every URL's /metrics, read
+    as Prometheus's histogram_quantile reads them (linear within a bucket; the highest finite bound past
+    the last). None when nothing was observed."""
+    cumulative: dict[float, float] = {}
+    for s in _samples(metrics_urls, name):
+        if s.name == f"{name}_bucket":
+            le = float(s.labels["le"])
+            cumulative[le] = cumulative.get(le, 0.0) + s.value
+    bounds = sorted(cumulative)
+    total = cumulative.get(float("inf"), 0.0)
+    if not total:
+        return None
+    out = []
+    for q in qs:
+        rank, lower, below = q * total, 0.0, 0.0
+        for le in bounds:
+            if cumulative[le] >= rank:
+                if le == float("inf"):
+                    out.append(lower)
+                else:
+                    inside = cumulative[le] - below
+                    out.append(lower + (le - lower) * ((rank - below) / inside if inside else 1.0))
+                break
+            lower, below = le, cumulative[le]
+    return out
+
+
 def _samples(metrics_urls: Sequence[str], name: str) -> Iterator[Sample]:
     """The samples of the metric family `name` on every URL's /metrics."""
     for url in metrics_urls:

@@ -112,6 +112,12 @@ ROUTING = Dashboard("dl-routing", "dynamo_lite / routing", "Where requests go an
         quantile(0.5, F + "routed_overlap_ratio"), quantile(0.9, F + "routed_overlap_ratio")), "percentunit"),
     Panel("Router decision latency", (quantile(0.5, F + "router_decision_seconds"),
                                       quantile(0.99, F + "router_decision_seconds")), "s"),
+    Panel("TTFT prediction: measured / predicted", (quantile(0.1, F + "ttft_prediction_ratio"),
+                                                     quantile(0.5, F + "ttft_prediction_ratio"),
+                                                     quantile(0.9, F + "ttft_prediction_ratio")), "none",
+          "How late each first token came against the ttft router's prediction, of streamed requests prefilled "
+          "where they were routed. 1 is exact; a p50 that stays off 1 means the model's rates are off "
+          "(it learns them from these first tokens), a wide p10-p90 that the engines' timing is noisy."),
     Panel("Frontend event-loop lag", (quantile(0.99, F + "event_loop_lag_seconds", "instance"),
                                       Query(f"max by (instance) (increase({F}event_loop_lag_seconds_count{RATE})"
                                             f" - ignoring(le) "

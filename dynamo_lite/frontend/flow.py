@@ -124,6 +124,7 @@ class RequestFlow:
             before = len(generated)
             # The router learns TTFT/ITL only from real first tokens of a prefill on that worker.
             measured = not whole and kv_params is None
+            predicted = decision.predicted_ttft_s if measured else None  # ttft mode: judged at the first token
             fleet.router.on_request_start(attempt, decision)
             if kv_params is not None:  # prefilled elsewhere: no prefill work queues on this worker
                 fleet.router.on_prefilled_elsewhere(attempt)
@@ -134,6 +135,8 @@ class RequestFlow:
                     ids = piece.token_ids if piece.token_ids is not None else req.retokenize(piece.text)
                     if (ids or piece.text) and timing.output(len(ids)):
                         fleet.router.on_prefill_done(attempt, measured)
+                        if predicted:
+                            mm.ttft_prediction.observe((time.monotonic() - sent) / predicted)
                         if kv_params is not None and not whole:  # remote prefill: its transfer, timed
                             self.placer.first_token(req.model, time.monotonic() - sent)
                     generated.extend(ids)

@@ -66,6 +66,11 @@ class FrontendMetrics:
                                   "0.1 s sleep: whatever held it (blocking code, garbage collection, no free CPU) "
                                   "held every request's stream as long", buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                                                   0.5, 1.0, 2.5, 5.0), registry=r)
+        self.ttft_prediction = Histogram(P + "ttft_prediction_ratio", "Measured / predicted time from sending a "
+                                         "request to its first token, of streamed requests prefilled on the worker "
+                                         "the ttft router chose (1: as predicted; over 1: later)", ["model"],
+                                         buckets=(0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0),
+                                         registry=r)  # fmt: skip
         self.slo = Counter(P + "slo_requests", "Finished requests, by whether TTFT and mean ITL both met "
                            "planner.ttft_target_ms and planner.itl_target_ms", ["model", "met"], registry=r)
         self.queue_depth = Gauge(P + "prefill_queue_depth", "Prefill jobs waiting, as last read for a decision",
@@ -109,6 +114,7 @@ class ModelMetrics:
         self.routed_promised = m.routed_promised.labels(model)
         self.routed_overlap_ratio = m.routed_overlap_ratio.labels(model)
         self.router_decision = m.router_decision.labels(model)
+        self.ttft_prediction = m.ttft_prediction.labels(model)
         self.slo = {True: m.slo.labels(model, "true"), False: m.slo.labels(model, "false")}
         self.queue_depth = m.queue_depth.labels(model)
         self.queue_wait = m.queue_wait.labels(model)

@@ -62,6 +62,8 @@ def test_every_dashboard_query_returns_data(tmp_path: Path) -> None:
         shared = "Every panel must show data from a real running cluster. " * 12
         for i in range(3):  # long prompts: remote prefill; the repeats find their prefix cached
             list(client.completions.create(model="tiny", prompt=shared + f"question {i}", max_tokens=8, stream=True))
+        # short and streamed: prefilled where it is routed, so its first token is judged against the prediction
+        list(client.completions.create(model="tiny", prompt="a short one", max_tokens=4, stream=True))
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
         with pytest.raises(openai.NotFoundError):
             client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}], max_tokens=4)

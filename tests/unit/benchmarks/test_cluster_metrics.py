@@ -1,5 +1,5 @@
 """What the arena reads off the frontends' /metrics, over several processes: a counter by label, and how many
-observations of a histogram (the event-loop lag) went past one of its bounds."""
+observations of a histogram (the event-loop lag) went past one of its bounds, and its quantiles."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.cluster import counter_by_label, histogram_above  # noqa: E402
+from benchmarks.cluster import counter_by_label, histogram_above, histogram_quantiles  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
 
 
@@ -35,6 +35,9 @@ def test_counters_and_histograms_are_summed_over_processes() -> None:
         assert counter_by_label(urls, "routing_decisions", "worker") == {"w0": 3.0, "w1": 3.0}
         assert histogram_above(urls, "loop_lag_seconds", 0.25) == 3.0  # 0.3 and 2.0, and 0.26
         assert histogram_above(urls, "loop_lag_seconds", 1.0) == 1.0
+        # as Prometheus's histogram_quantile: buckets 1 | 2 | 4 | 5 cumulative at 0.1 | 0.25 | 1.0 | +Inf
+        assert histogram_quantiles(urls, "loop_lag_seconds", (0.1, 0.5, 0.9)) == [0.05, 0.4375, 1.0]
+        assert histogram_quantiles([urls[0]], "routing_decisions_missing", (0.5,)) is None
     finally:
         for server in servers:
             server.shutdown()

@@ -236,3 +236,26 @@ async def test_a_failed_worker_is_avoided_until_it_reregisters(harness) -> None:
     h.add_worker("d0", script=Script(pieces(2)))  # registers again (a new record): tried again
     assert "d0" in h.app[STATE].fleet.get("m").candidates()
     assert h.app[STATE].fleet.get("m").suspects == {}
+
+
+async def test_the_ttft_prediction_is_judged_at_the_first_token(harness) -> None:
+    """A streamed request prefilled where it was routed: how late its first token came against the ttft
+    router's prediction is observed once, as measured / predicted. A whole answer has no first token."""
+    h = await harness()
+    gate = asyncio.Event()
+    h.add_worker("d0", script=Script(pieces(3), gate=gate))
+    fleet = h.app[STATE].fleet.get("m")
+    predicted = fleet.router.route([5, 6, 7], fleet.candidates()).predicted_ttft_s
+    assert predicted is not None and 0 < predicted < 0.3
+    body = {"model": "m", "prompt": [5, 6, 7], "max_tokens": 3, "stream": True}
+    sent = asyncio.create_task(h.client.post("/v1/completions", json=body))
+    await asyncio.sleep(0.3)  # the worker holds its first token this long
+    gate.set()
+    await sse_events(await sent)
+    name = "dynamo_lite_frontend_ttft_prediction_ratio"
+    assert await h.metric(f"{name}_count", model="m") == 1
+    assert 0.25 / predicted <= await h.metric(f"{name}_sum", model="m") <= 2.3 / predicted  # sent after the sleep began
+    assert await h.metric(f"{name}_bucket", model="m", le="1.0") == 0  # later than predicted
+    resp = await h.client.post("/v1/completions", json={**body, "stream": False})
+    assert resp.status == 200
+    assert await h.metric(f"{name}_count", model="m") == 1
