@@ -60,7 +60,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import arena_refs, peers, trace_replay  # noqa: E402
 from benchmarks.arena_fleet import (MODEL, Fleet, FleetParams, busy_shares, engine_counters, engine_timeline,  # noqa: E402
                                     move_logs, ours, peer)
-from benchmarks.arena_report import Entry, plot, table  # noqa: E402
+from benchmarks.arena_report import Entry, plot, plot_timeline, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above, histogram_quantiles  # noqa: E402,E501
 from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
@@ -146,6 +146,8 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
     if args.records:
         write_records(args.records / f"{name}.jsonl", result.records)
         move_logs(work, args.records / f"{name}.logs")
+        plot_timeline(result.records, args.records / f"{name}.engines.jsonl", f"{label}, run {repeat + 1}: TTFT "
+                      "per request, and each engine's requests and KV use", args.records / f"{name}.png")
     summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
@@ -184,8 +186,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--records", type=Path, default=None,
                    help="also write, in this directory, each run's per-request records (<router>_<repeat>.jsonl), "
                         "each engine's running and waiting requests and KV use every 0.25 s "
-                        "(<router>_<repeat>.engines.jsonl, seconds from the replay's start), and the fleet's logs "
-                        "(<router>_<repeat>.logs/; DYNAMO_LITE_LOG=debug makes the frontend log each routing)")
+                        "(<router>_<repeat>.engines.jsonl, seconds from the replay's start), a plot of both over "
+                        "time (<router>_<repeat>.png), and the fleet's logs (<router>_<repeat>.logs/; "
+                        "DYNAMO_LITE_LOG=debug makes the frontend log each routing)")
     args = p.parse_args(argv)
     args.labels = [r.strip() for r in args.routers.split(",") if r.strip()]
     unknown = sorted(x for x in set(args.labels) - set(ROUTERS) if not is_ours(x))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -144,4 +146,45 @@ def plot(entries: Sequence[Entry], refs: Sequence[Reference], title: str, path: 
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_timeline(records: Sequence, engines: Path, title: str, path: Path) -> None:
+    """One run over time, to see where a slow request waited: each request's TTFT at its send time (a
+    cross at 1 ms: it failed), and each engine's running and waiting requests and KV use (`engines`, the
+    arena's `<run>.engines.jsonl`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in engines.read_text().splitlines()] if engines.exists() else []
+    fig, axes = plt.subplots(3, 1, figsize=(14, 9), sharex=True)
+    ok = [r for r in records if r.ttft_s is not None]
+    axes[0].scatter([r.sent_s for r in ok], [1000 * r.ttft_s for r in ok], s=6, color="tab:blue")
+    failed = [r.sent_s for r in records if r.ttft_s is None]
+    axes[0].scatter(failed, [1.0] * len(failed), s=30, marker="x", color="tab:red", label=f"failed ({len(failed)})")
+    axes[0].set_yscale("log")
+    axes[0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axes[0].yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25"
+                                                                      else ""))  # fmt: skip
+    axes[0].set_ylabel("TTFT (ms, log)")
+    if failed:
+        axes[0].legend(loc="upper right")
+    for engine in sorted({r["engine"] for r in rows}):
+        mine = [r for r in rows if r["engine"] == engine]
+        t = [r["t_s"] for r in mine]
+        line = axes[1].plot(t, [r["running"] for r in mine], label=f"engine {engine} running")[0]
+        axes[1].plot(t, [r["waiting"] for r in mine], linestyle=":", color=line.get_color(),
+                     label=f"engine {engine} waiting")  # fmt: skip
+        axes[2].plot(t, [100 * r["kv_usage"] for r in mine], color=line.get_color(), label=f"engine {engine}")
+    axes[1].set_ylabel("requests")
+    axes[2].set_ylabel("KV cache in use (%)")
+    axes[2].set_xlabel("seconds since the replay began (requests at their send time)")
+    for ax in axes[1:]:
+        if rows:
+            ax.legend(fontsize=7, loc="upper right", ncol=2)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
     plt.close(fig)

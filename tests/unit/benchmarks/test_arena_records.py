@@ -1,5 +1,5 @@
-"""benchmarks/arena.py: --records (every request's record, one JSON line each, read back unchanged) and
---rate-profile, and --engine vllm's block size."""
+"""benchmarks/arena.py: --records (every request's record, one JSON line each, read back unchanged; the
+run's timeline plotted) and --rate-profile, and --engine vllm's block size."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from benchmarks import arena  # noqa: E402
+from benchmarks.arena_report import plot_timeline  # noqa: E402
 from benchmarks.replay_stats import RequestRecord  # noqa: E402
 
 
@@ -25,6 +26,17 @@ def test_records_round_trip(tmp_path: Path) -> None:
     arena.write_records(path, records)
     back = [RequestRecord(**json.loads(line)) for line in path.read_text().splitlines()]
     assert back == records
+
+
+def test_a_run_s_timeline_is_plotted_with_or_without_its_engines(tmp_path: Path) -> None:
+    records = [RequestRecord(i, i / 10, 100, 8, sent_s=i / 10, ttft_s=0.04 + i / 100) for i in range(20)]
+    records.append(RequestRecord(20, 2.0, 100, 8, sent_s=2.0, status=503, error="HTTP 503"))
+    engines = tmp_path / "run.engines.jsonl"
+    engines.write_text("".join(json.dumps({"t_s": t / 4, "engine": e, "running": t % 3, "waiting": t % 2,
+                                           "kv_usage": t / 40}) + "\n" for t in range(10) for e in (0, 1)))
+    for timeline, png in ((engines, tmp_path / "run.png"), (tmp_path / "none.jsonl", tmp_path / "bare.png")):
+        plot_timeline(records, timeline, "a run", png)
+        assert png.read_bytes().startswith(b"\x89PNG")
 
 
 def test_records_option_names_a_directory() -> None:
