@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -157,6 +156,7 @@ def plot_timeline(records: Sequence, engines: Path, title: str, path: Path) -> N
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     rows = [json.loads(line) for line in engines.read_text().splitlines()] if engines.exists() else []
     fig, axes = plt.subplots(3, 1, figsize=(14, 9), sharex=True)
@@ -165,9 +165,8 @@ def plot_timeline(records: Sequence, engines: Path, title: str, path: Path) -> N
     failed = [r.sent_s for r in records if r.ttft_s is None]
     axes[0].scatter(failed, [1.0] * len(failed), s=30, marker="x", color="tab:red", label=f"failed ({len(failed)})")
     axes[0].set_yscale("log")
-    axes[0].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    axes[0].yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25"
-                                                                      else ""))  # fmt: skip
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axes[0].yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
     axes[0].set_ylabel("TTFT (ms, log)")
     if failed:
         axes[0].legend(loc="upper right")
