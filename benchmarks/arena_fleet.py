@@ -163,11 +163,16 @@ class EngineCounters:
 def engine_counters(engine_urls: Sequence[str]) -> list[EngineCounters]:
     out = []
     for url in engine_urls:
-        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-        samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-        total = {name: sum(s.value for s in samples if s.name == f"{name}_total") for name in (BUSY, DONE, PREEMPTED)}
+        total = _summed(url, {name: f"{name}_total" for name in (BUSY, DONE, PREEMPTED)}, timeout_s=5)
         out.append(EngineCounters(total[BUSY], total[DONE], total[PREEMPTED]))
     return out
+
+
+def _summed(engine_url: str, names: dict[str, str], timeout_s: float) -> dict[str, float]:
+    """For each key of `names`, the engine's samples of that metric name summed over their label sets."""
+    text = urllib.request.urlopen(f"{engine_url}/metrics", timeout=timeout_s).read().decode()
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    return {key: sum(s.value for s in samples if s.name == name) for key, name in names.items()}
 
 
 def busy_shares(before: Sequence[float], after: Sequence[float], wall_s: float, speedup: float) -> list[float]:
@@ -191,11 +196,9 @@ def engine_timeline(engine_urls: Sequence[str], path: Path, period_s: float = 0.
                 for i, url in enumerate(engine_urls):
                     t = time.monotonic() - t0
                     try:
-                        text = urllib.request.urlopen(f"{url}/metrics", timeout=2).read().decode()
+                        values = _summed(url, GAUGES, timeout_s=2)
                     except OSError:
                         continue  # a missed sample; the engine may be stopping
-                    samples = [s for fam in text_string_to_metric_families(text) for s in fam.samples]
-                    values = {k: sum(s.value for s in samples if s.name == name) for k, name in GAUGES.items()}
                     f.write(json.dumps({"t_s": round(t, 3), "engine": i, **values}) + "\n")
 
     path.parent.mkdir(parents=True, exist_ok=True)
