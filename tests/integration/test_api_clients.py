@@ -130,6 +130,24 @@ def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path)
 
 
 
+def test_aiperf_replays_a_mooncake_trace(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """aiperf replays a Mooncake trace as the arena's `--client aiperf` has it do (benchmarks/aiperf_client.py):
+    12 requests, so that aiperf decodes its prompts in worker processes, which find the tokenizer only in a
+    Hugging Face cache. Every request is answered, with the prompt length the trace gives, the records come
+    back in trace order, and the prefix the requests share (two 64-token blocks) is found cached."""
+    from benchmarks import aiperf_client
+    from benchmarks.trace_replay import ReplayRequest
+
+    requests = [ReplayRequest(i, i * 0.05, ((1, 64), (2, 64), (100 + i, 40 + i)), 8) for i in range(12)]
+    records, wall_s = aiperf_client.run(url, "a", tiny_model, requests, time_scale=1.0, block_tokens=64,
+                                        work=tmp_path, timeout_s=60)  # fmt: skip
+    assert [r.error for r in records] == [None] * 12 and 0.5 < wall_s < 60
+    assert [(r.index, r.prompt_tokens, r.max_tokens) for r in records] == [(i, 168 + i, 8) for i in range(12)]
+    assert all(r.ttft_s is not None and r.ttft_s <= r.e2e_s for r in records)  # type: ignore[operator]
+    warm = [r.cached_tokens for r in records[2:]]  # the first two may meet a cold cache on each of the 2 workers
+    assert all(c is not None and 112 <= c <= 128 for c in warm), warm  # the shared blocks, not the rest
+
+
 def test_langchain_text_tools_and_structured_output(url: str) -> None:
     """LangChain's ChatOpenAI: text whole and streamed (with usage), a tool call whole and streamed, the tool's
     result sent back, structured output by JSON schema and JSON mode."""
