@@ -109,7 +109,8 @@ def records(exported: Sequence[dict]) -> tuple[list[RequestRecord], float]:
     for i, row in enumerate(rows):
         meta, metrics = row["metadata"], row.get("metrics", {})
         start_s = (meta["request_start_ns"] - t0) / 1e9
-        rec = RequestRecord(i, start_s, int(_value(metrics, "input_sequence_length") or 0), 0, sent_s=start_s)
+        isl = _value(metrics, "input_sequence_length") or _value(metrics, "error_isl") or 0  # error_isl: a failure's
+        rec = RequestRecord(i, start_s, int(isl), 0, sent_s=start_s)
         rec.e2e_s = (meta["request_end_ns"] - meta["request_start_ns"]) / 1e9
         if row.get("error"):
             rec.status = row["error"].get("code")
