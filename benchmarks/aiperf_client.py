@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,10 @@ def command(url: str, model: str, tokenizer: str, trace: Path, block_tokens: int
 
 def run(url: str, model: str, tokenizer: Path, requests: Sequence[ReplayRequest], *, time_scale: float,
         block_tokens: int, work: Path, timeout_s: float) -> tuple[list[RequestRecord], float]:  # fmt: skip
-    """Replay ``requests`` through aiperf; its per-request records and the wall time from the first send to the
-    last answer. Raises RuntimeError with aiperf's last lines if it fails."""
+    """Replay ``requests`` through aiperf; its per-request records, their times in seconds from this call (so
+    they include aiperf's start-up, and line up with what was sampled from the same moment), and the wall time
+    from the first send to the last answer. Raises RuntimeError with aiperf's last lines if it fails."""
+    called_ns = time.time_ns()  # aiperf's records carry wall-clock (epoch) instants
     work.mkdir(parents=True, exist_ok=True)
     trace, out_dir = work / "aiperf_trace.jsonl", work / "aiperf"
     write_trace(requests, time_scale, trace)
@@ -83,28 +86,31 @@ def run(url: str, model: str, tokenizer: Path, requests: Sequence[ReplayRequest]
         tail = (work / "aiperf.log").read_text(errors="replace").splitlines()[-20:]
         raise RuntimeError(f"aiperf exited with {proc.returncode}:\n" + "\n".join(tail))
     lines = (out_dir / "profile_export.jsonl").read_text().splitlines()
-    out, wall = records([json.loads(line) for line in lines if line.strip()])
+    out, wall = records([json.loads(line) for line in lines if line.strip()], called_ns)
     return matched(out, requests, time_scale), wall
 
 
 def matched(recs: list[RequestRecord], requests: Sequence[ReplayRequest], time_scale: float) -> list[RequestRecord]:
     """The records given their trace lines back (index, schedule, max_tokens) where the send order is the trace's
-    order, as aiperf's fixed schedule sends; unchanged if the prompt lengths say otherwise."""
-    if [r.input_tokens for r in recs] != [q.input_tokens for q in requests]:
+    order, as aiperf's fixed schedule sends; unchanged if the prompt lengths say otherwise. The schedule starts
+    at the first send."""
+    if not recs or [r.input_tokens for r in recs] != [q.input_tokens for q in requests]:
         return recs
+    first = recs[0].scheduled_s
     for r, q in zip(recs, requests, strict=True):
-        r.index, r.scheduled_s, r.max_tokens = q.index, q.at_s * time_scale, q.output_tokens
+        r.index, r.scheduled_s, r.max_tokens = q.index, first + q.at_s * time_scale, q.output_tokens
     return recs
 
 
-def records(exported: Sequence[dict]) -> tuple[list[RequestRecord], float]:
-    """aiperf's per-request export as `RequestRecord`s in send order, times from the first send (aiperf
-    gives no trace line: ``index`` is the send order, ``max_tokens`` 0, until `matched`); and the wall time to
-    the last answer."""
+def records(exported: Sequence[dict], t0_ns: int | None = None) -> tuple[list[RequestRecord], float]:
+    """aiperf's per-request export as `RequestRecord`s in send order, times in seconds from ``t0_ns`` (epoch
+    ns; by default the first send). aiperf gives no trace line: ``index`` is the send order and ``max_tokens``
+    0, until `matched`. Also the wall time from the first send to the last answer."""
     rows = sorted(exported, key=lambda r: r["metadata"]["request_start_ns"])
     if not rows:
         return [], 0.0
-    t0 = rows[0]["metadata"]["request_start_ns"]
+    first = rows[0]["metadata"]["request_start_ns"]
+    t0 = first if t0_ns is None else t0_ns
     out = []
     for i, row in enumerate(rows):
         meta, metrics = row["metadata"], row.get("metrics", {})
@@ -126,7 +132,7 @@ def records(exported: Sequence[dict]) -> tuple[list[RequestRecord], float]:
         rec.cached_tokens = None if cached is None else int(cached)
         rec.completion_tokens = None if completion is None else int(completion)
         out.append(rec)
-    wall = max(r["metadata"]["request_end_ns"] for r in rows) - t0
+    wall = max(r["metadata"]["request_end_ns"] for r in rows) - first
     return out, wall / 1e9
 
 

@@ -36,7 +36,7 @@ Run an OpenAI-compatible LLM service on a fleet of vLLM workers.
   orchestrator render k8s -f cluster.yaml -o DIR
                                         the same cluster as Kubernetes manifests
 
-cluster.yaml is described in README.md; examples are in deploy/examples/.
+Every key of cluster.yaml: docs/reference/cluster-yaml.md; examples: deploy/examples/.
 NATS and etcd are started for you unless the spec names external ones.
 Secrets never go in cluster.yaml: it names the environment variables that hold them.
 """
