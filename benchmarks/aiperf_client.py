@@ -15,8 +15,10 @@ aiperf pins versions that clash with vLLM's, so it lives in a venv of its own, `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -80,8 +82,14 @@ def run(url: str, model: str, tokenizer: Path, requests: Sequence[ReplayRequest]
     home = work / "hf"
     env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     with open(work / "aiperf.log", "wb") as log:
-        proc = subprocess.run(command(url, model, hf_cache(tokenizer, home), trace, block_tokens, out_dir, timeout_s),
-                              stdout=log, stderr=subprocess.STDOUT, env=env, timeout=deadline, check=False)  # fmt: skip
+        proc = subprocess.Popen(command(url, model, hf_cache(tokenizer, home), trace, block_tokens, out_dir, timeout_s),
+                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+        try:
+            proc.wait(deadline)
+        finally:  # aiperf runs services in processes of its own: whatever is left of its group goes with it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     if proc.returncode != 0:
         tail = (work / "aiperf.log").read_text(errors="replace").splitlines()[-20:]
         raise RuntimeError(f"aiperf exited with {proc.returncode}:\n" + "\n".join(tail))

@@ -259,8 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     client = " (client: aiperf)" if args.client == "aiperf" else ""
     plot(entries, refs, f"Router arena{client}: {described['name']}, {fleet.workers} workers x "
-         f"{fleet.num_gpu_blocks} blocks, load x{args.rate:g} ({args.rate_profile.describe()}), {args.tokens_per_hash} tokens per trace block",
-         args.out.with_suffix(".png"))
+         f"{fleet.num_gpu_blocks} blocks, load x{args.rate:g} ({args.rate_profile.describe()}), "
+         f"{args.tokens_per_hash} tokens per trace block", args.out.with_suffix(".png"))
     log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
     return 0
 

