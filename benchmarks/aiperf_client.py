@@ -125,7 +125,8 @@ def records(exported: Sequence[dict], t0_ns: int | None = None) -> tuple[list[Re
         start_s = (meta["request_start_ns"] - t0) / 1e9
         isl = _value(metrics, "input_sequence_length") or _value(metrics, "error_isl") or 0  # error_isl: a failure's
         rec = RequestRecord(i, start_s, int(isl), 0, sent_s=start_s)
-        rec.e2e_s = (meta["request_end_ns"] - meta["request_start_ns"]) / 1e9
+        latency = _value(metrics, "request_latency")  # to the last content, on TTFT's clock and scale: TTFT <= it
+        rec.e2e_s = latency / 1000 if latency is not None else (meta["request_end_ns"] - meta["request_start_ns"]) / 1e9
         if row.get("error"):
             rec.status = row["error"].get("code")
             rec.error = f"{row['error'].get('type') or 'error'}: {str(row['error'].get('message'))[:300]}"

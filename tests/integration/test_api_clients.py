@@ -145,7 +145,7 @@ def test_aiperf_replays_a_mooncake_trace(url: str, tiny_model: Path, tmp_path: P
                                         work=tmp_path, timeout_s=60)  # fmt: skip
     assert [r.error for r in records[:12]] == [None] * 12 and 0.5 < wall_s < 60
     assert [(r.index, r.prompt_tokens, r.max_tokens) for r in records[:12]] == [(i, 168 + i, 8) for i in range(12)]
-    assert all(r.ttft_s is not None and r.ttft_s <= r.e2e_s for r in records[:12])  # type: ignore[operator]
+    assert all(r.ttft_s is not None and r.ttft_s <= r.e2e_s for r in records[:12]), records[:12]  # type: ignore[operator]
     cached = [r.cached_tokens or 0 for r in records[:12]]  # the shared blocks, never the rest; each of the 2
     assert all(c <= 128 for c in cached) and sum(c >= 112 for c in cached) >= 10, cached  # workers' first is cold
     assert (records[12].index, records[12].status) == (12, 400) and "2048" in (records[12].error or ""), records[12]
