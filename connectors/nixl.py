@@ -27,11 +27,15 @@ def kv_transfer_config(
     buffer_device: Literal["cpu", "cuda"],
     progress_delay_us: int | None = None,
     aggregated_kv: bool = False,
+    spin_sleep_us: int | None = None,
 ) -> dict[str, object] | None:
     """The `--kv-transfer-config` for an engine of this role, or None for no KV transfer.
 
     `progress_delay_us`: None picks the default for the device (1 ms on cpu; NIXL's own
-    busy loop on cuda, where the thread polls GPU transfers and latency matters more).
+    busy loop on cuda, where the thread polls GPU transfers and latency matters more). On cpu
+    the engine always loads this repository's connector: it keeps each engine on its own cores.
+    `spin_sleep_us`: a sleep for each turn of vLLM's wait between engine core and model worker; 0 or
+    None: vLLM's own spin on sched_yield (connectors/nixl_connector.py).
     """
     kv_role = kv_role_for(role, aggregated_kv)
     if kv_role is None:
@@ -44,10 +48,15 @@ def kv_transfer_config(
         "kv_role": kv_role,
         "kv_buffer_device": buffer_device,
     }
-    if delay > 0:
-        # Same class name, so vLLM's own checks for "NixlConnector" still apply.
+    spin = spin_sleep_us or 0
+    if delay > 0 or spin > 0 or buffer_device == "cpu":
+        # Same class name, so vLLM's own checks for "NixlConnector" still apply. On cpu it also keeps the
+        # engine's compute thread on its own cores (connectors/nixl_connector.py), whatever the delay.
+        extra: dict[str, int] = {"progress_delay_us": delay}
+        if spin > 0:
+            extra["spin_sleep_us"] = spin
         config["kv_connector_module_path"] = "connectors.nixl_connector"
-        config["kv_connector_extra_config"] = {"progress_delay_us": delay}
+        config["kv_connector_extra_config"] = extra
     return config
 
 

@@ -71,6 +71,8 @@ class KvTransferSpec(Section):
     """Where NIXL's transfer buffers live: cpu here, cuda on GPU machines."""
     progress_delay_us: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     """Sleep of NIXL's progress thread between polls; null: 1000 on cpu (NIXL busy-polls otherwise), 0 on cuda."""
+    spin_sleep_us: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    """Sleep (us) of each turn of vLLM's engine-core/worker wait, which spins on sched_yield; null or 0: vLLM's spin."""
 
 
 class VllmEngineSpec(Section):

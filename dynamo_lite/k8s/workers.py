@@ -71,7 +71,7 @@ def model_dir_in_pod(model: ModelSpec) -> str:
 
 def _kv(pool: PoolSpec) -> dict[str, object] | None:
     kv = pool.kv_transfer or KvTransferSpec()
-    return kv_transfer_config(pool.role, kv.buffer_device, kv.progress_delay_us)
+    return kv_transfer_config(pool.role, kv.buffer_device, kv.progress_delay_us, spin_sleep_us=kv.spin_sleep_us)
 
 
 def vllm_command(spec: ClusterSpec, pool: PoolSpec) -> tuple[list[str], dict[str, str]]:

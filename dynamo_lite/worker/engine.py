@@ -110,9 +110,9 @@ def launched_engine(spec: ClusterSpec, pool: PoolSpec, model_dir: Path, log_dir:
     )
 
 
-def _kv_settings(pool: PoolSpec) -> tuple[str, int | None]:
+def _kv_settings(pool: PoolSpec) -> tuple[str, int | None, bool, int | None]:
     kv = pool.kv_transfer or KvTransferSpec()
-    return kv.buffer_device, kv.progress_delay_us
+    return kv.buffer_device, kv.progress_delay_us, False, kv.spin_sleep_us
 
 
 def mock_engine_args(m: MockEngineSpec, model: str, block_size: int, max_len: int, port: int, events: str,

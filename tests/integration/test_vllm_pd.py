@@ -167,6 +167,22 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+async def test_each_engine_computes_on_its_own_core(cluster: Cluster) -> None:
+    """The agents bind the prefill engine to core 0 and the decode engine to core 1. vLLM's NIXL worker moves
+    the model runner's thread (OpenMP's first, which computes) to the machine's last core, which put both
+    engines' compute on core 1; connectors/nixl_connector.py moves it back. Read from each engine's model
+    worker process, its main thread and every other thread."""
+    for record, core in ((cluster.prefill, "0"), (cluster.decode, "1")):
+        assert record.pid
+        workers = [pid for pid in group_members(record.pid) if Path(f"/proc/{pid}/comm").read_text().strip()
+                   == "VLLM::Worker"]  # fmt: skip
+        assert len(workers) == 1, (record.worker_id, workers)
+        allowed = {tid.name: (tid / "status").read_text().split("Cpus_allowed_list:")[1].split()[0]
+                   for tid in Path(f"/proc/{workers[0]}/task").iterdir()}  # fmt: skip
+        assert allowed[str(workers[0])] == core, (record.worker_id, "main thread", allowed[str(workers[0])])
+        assert set(allowed.values()) == {core}, (record.worker_id, allowed)
+
+
 async def test_prefill_job_survives_its_agent_being_killed(cluster: Cluster, agent_processes) -> None:
     prompt = prompt_of(3)
     reference = (await complete(cluster.prefill.engine_url, prompt, 16))["choices"][0]["token_ids"]
