@@ -17,10 +17,10 @@ true by default; false leaves vLLM's move, as benchmarks/pd_cpu.py compares).
 
 vLLM's engine core and its model worker wait for each other's next message in shared memory by
 spinning on sched_yield, for a second after each message: while a request runs, the engine core's
-thread takes a whole core, only to wait for the worker computing on another. With
+thread takes most of a core, only to wait for the worker computing on another. With
 `kv_connector_extra_config.spin_sleep_us` the subclass makes each turn of that wait sleep that long
-instead (vLLM's own spin when 0). On a small CPU machine the spin left the API server that streams the
-tokens without a core, and a decode engine's stream came in bursts, seconds apart.
+instead (vLLM's own spin when 0, the default: on this 2-core machine the sleep did not pay for itself;
+docs/design/nixl.md has the measurements).
 
 vLLM loads it with `"kv_connector": "NixlConnector", "kv_connector_module_path":
 "connectors.nixl_connector"`: the same class name, so vLLM's checks for
@@ -93,8 +93,7 @@ _spin_sleep_s = 0.0
 def install_spin_sleep(sleep_us: int) -> None:
     """Make each turn of vLLM's shared-memory wait in this process sleep `sleep_us` instead of only
     yielding the CPU. The engine core and its model worker wait for each other's next message by
-    spinning on sched_yield (for 1 s after the last message): a whole core each, which on a small CPU
-    machine is taken from the API server streaming the tokens."""
+    spinning on sched_yield (for 1 s after the last message), which holds a core meanwhile."""
     global _spin_sleep_s
     from vllm.distributed.device_communicators import shm_broadcast
 
