@@ -66,7 +66,7 @@ from benchmarks.arena_fleet import (MODEL, VLLM_MODEL, Fleet, FleetParams, busy_
 from benchmarks.arena_report import Entry, plot, plot_timeline, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above, histogram_quantiles  # noqa: E402,E501
-from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
+from benchmarks.paths import RESULTS, comma_choices, recorded_args  # noqa: E402
 from dynamo_lite.engines.models import resolve_model  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
@@ -208,10 +208,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "time (<router>_<repeat>.png), and the fleet's logs (<router>_<repeat>.logs/; "
                         "DYNAMO_LITE_LOG=debug makes the frontend log each routing)")
     args = p.parse_args(argv)
-    args.labels = [r.strip() for r in args.routers.split(",") if r.strip()]
-    unknown = sorted(x for x in set(args.labels) - set(ROUTERS) if not is_ours(x))
-    if unknown:
-        p.error(f"unknown router(s) {', '.join(unknown)}; choose from {', '.join(ROUTERS)}")
+    args.labels = comma_choices(p, args.routers, ROUTERS, "router", also=is_ours)
     check_workload_options(p, args)
     if args.repeats < 1:
         p.error("--repeats must be >= 1")

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.aiperf_client import AIPERF, hf_cache  # noqa: E402
 from benchmarks.cluster import orchestrator_up  # noqa: E402
-from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
+from benchmarks.paths import RESULTS, comma_choices, recorded_args  # noqa: E402
 from dynamo_lite.config import load_cluster_spec  # noqa: E402
 from dynamo_lite.engines.models import resolve_model  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
@@ -168,10 +168,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--burstiness", type=float, default=0.5, help="gamma shape of arrivals: 1 Poisson, < 1 burstier")
     p.add_argument("--out", type=Path, default=RESULTS / "clients.json")
     args = p.parse_args(argv)
-    args.client_names = [c.strip() for c in args.clients.split(",") if c.strip()]
-    unknown = sorted(set(args.client_names) - set(CLIENTS))
-    if unknown or not args.client_names:
-        p.error(f"unknown client(s) {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
+    args.client_names = comma_choices(p, args.clients, CLIENTS, "client")
     if "aiperf" in args.client_names and not AIPERF.is_file():
         p.error(f"aiperf: {AIPERF} is missing; bash deploy/test.sh installs it")
     if args.rounds < 1 or args.requests < 1 or args.rate <= 0 or args.burstiness <= 0:

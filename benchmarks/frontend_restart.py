@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import trace_replay  # noqa: E402
 from benchmarks.cluster import frontend_processes, orchestrator_up, wait_for  # noqa: E402
-from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
+from benchmarks.paths import RESULTS, add_trace_option, comma_choices, recorded_args  # noqa: E402
 from benchmarks.trace_replay import ReplayRequest, RequestRecord  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
 
@@ -223,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--out", type=Path, default=RESULTS / "frontend_restart.json")
     args = p.parse_args(argv)
-    names = [r.strip() for r in args.runs.split(",") if r.strip()]
-    if unknown := sorted(set(names) - set(RUNS)):
-        p.error(f"unknown run(s) {', '.join(unknown)}; choose from {', '.join(RUNS)}")
+    names = comma_choices(p, args.runs, RUNS, "run")
     if not 0 < args.kill_after < args.requests:
         p.error("--kill-after must be between 0 and --requests")
     trace = trace_replay.load_trace(args.trace, args.requests, args.tokens_per_hash, max_output=args.max_output)

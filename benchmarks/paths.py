@@ -10,6 +10,7 @@ that a results file names no directory of the machine it ran on.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,17 @@ def add_trace_option(parser: argparse.ArgumentParser) -> None:
     """``--trace PATH``: the trace to replay, by default the Mooncake trace shipped in benchmarks/data."""
     parser.add_argument("--trace", type=Path, default=MOONCAKE_TRACE,
                         help="Mooncake-format jsonl trace (default: %(default)s)")
+
+
+def comma_choices(parser: argparse.ArgumentParser, value: str, choices: Iterable[str], what: str,
+                  also: Callable[[str], bool] = lambda _: False) -> list[str]:  # fmt: skip
+    """The names of a comma-separated option, in order; the parser's error (exit 2) naming any not among
+    ``choices`` (nor accepted by ``also``), or none given. ``what``: the name's kind, e.g. "router"."""
+    names, known = [x.strip() for x in value.split(",") if x.strip()], list(choices)
+    unknown = sorted(x for x in set(names) - set(known) if not also(x))
+    if unknown or not names:
+        parser.error(f"unknown {what}(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
+    return names
 
 
 def recorded(value: Any) -> Any:

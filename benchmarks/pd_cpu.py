@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,13 +32,16 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from connectors import kv_role_for, kv_transfer_config, nixl_env
-from dynamo_lite.engines.models import resolve_model
-from dynamo_lite.engines.vllm import VllmEngine, VllmEngineConfig
-from dynamo_lite.infra import free_port
-from dynamo_lite.protocol import Role
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-RESULTS = Path(__file__).parent / "results"
+from benchmarks.paths import RESULTS, comma_choices  # noqa: E402
+from connectors import kv_role_for, kv_transfer_config, nixl_env  # noqa: E402
+from dynamo_lite.engines.models import resolve_model  # noqa: E402
+from dynamo_lite.engines.vllm import VllmEngine, VllmEngineConfig  # noqa: E402
+from dynamo_lite.infra import free_port  # noqa: E402
+from dynamo_lite.protocol import Role  # noqa: E402
+
+SETUPS = ("vllm", "delay", "ours", "ours+sleep")  # the module docstring says what each is
 
 
 def tree_cpu_seconds(pid: int) -> float:
@@ -189,7 +193,7 @@ async def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=700)
     parser.add_argument("--output-tokens", type=int, default=64, help="streamed by the decode engine (ignore_eos)")
     parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--setups", default="vllm,delay,ours,ours+sleep", help="which of the four, in this order")
+    parser.add_argument("--setups", default=",".join(SETUPS), help="which of the four, in this order (one may come twice)")
     parser.add_argument("--load-requests", type=int, default=8, help="then P/D requests that overlap; 0: none")
     parser.add_argument("--load-interval", type=float, default=2.0, help="seconds between their arrivals")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".local/state/dynamo_lite/models")
@@ -200,7 +204,7 @@ async def main() -> None:
     print(f"engine logs in {logs}")
     rows = [await run_pair(model_dir, setup, prompt, args.output_tokens, logs, args.idle_seconds, args.load_requests,
                            args.load_interval)
-            for setup in args.setups.split(",")]  # fmt: skip
+            for setup in comma_choices(parser, args.setups, SETUPS, "setup")]  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     out = {"model": args.model, "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
            "runs": rows}  # fmt: skip

@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.cluster import orchestrator_up  # noqa: E402
 from benchmarks.paths import RESULTS  # noqa: E402
+from benchmarks.replay_stats import percentile  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
 SETUPS = {"vllm-spin": 0, "sleep-200us": 200}  # kv_transfer.spin_sleep_us
 
@@ -59,10 +60,9 @@ def stream(url: str, i: int, output_tokens: int) -> dict:
 
 def summary(rows: list[dict]) -> dict:
     gaps = sorted(g for r in rows for g in r["gaps_s"])
-    q = lambda xs, p: xs[min(len(xs) - 1, int(p * len(xs)))]  # noqa: E731
     return {"requests": len(rows), "ttft_p50_s": statistics.median(r["ttft_s"] for r in rows),
-            "decode_p50_s": statistics.median(r["decode_s"] for r in rows), "gap_p50_s": q(gaps, 0.5),
-            "gap_p99_s": q(gaps, 0.99), "gap_max_s": gaps[-1],
+            "decode_p50_s": statistics.median(r["decode_s"] for r in rows), "gap_p50_s": percentile(gaps, 50),
+            "gap_p99_s": percentile(gaps, 99), "gap_max_s": gaps[-1],
             "request_max_gap_p50_s": statistics.median(max(r["gaps_s"]) for r in rows)}  # fmt: skip
 
 

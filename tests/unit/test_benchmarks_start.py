@@ -103,3 +103,20 @@ def _load_paths() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_a_comma_separated_option_keeps_its_order_and_names_what_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    """`comma_choices`, which the benchmarks' --routers, --clients, --runs and --setups go through."""
+    import argparse
+
+    sys.path.insert(0, str(REPO))
+    from benchmarks.paths import comma_choices
+
+    p = argparse.ArgumentParser(prog="b")
+    assert comma_choices(p, " ours, delay,,ours ", ("delay", "ours"), "setup") == ["ours", "delay", "ours"]
+    assert comma_choices(p, "x:1", ("a",), "router", also=lambda n: n.startswith("x:")) == ["x:1"]
+    for value, named in (("a,zz,yy", "yy, zz"), (" , ", "(none given)")):
+        with pytest.raises(SystemExit) as exit_:
+            comma_choices(p, value, ("a", "b"), "run")
+        assert exit_.value.code == 2
+        assert f"unknown run(s) {named}; choose from a, b" in capsys.readouterr().err
