@@ -49,8 +49,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -66,7 +64,7 @@ from benchmarks.arena_fleet import (MODEL, VLLM_MODEL, Fleet, FleetParams, busy_
 from benchmarks.arena_report import Entry, plot, plot_timeline, table  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.cluster import counter_by_label, frontend_processes, histogram_above, histogram_quantiles  # noqa: E402,E501
-from benchmarks.paths import RESULTS, comma_choices, recorded_args  # noqa: E402
+from benchmarks.paths import RESULTS, comma_choices, run_header  # noqa: E402
 from dynamo_lite.engines.models import resolve_model  # noqa: E402
 
 OURS = ("dynamo_lite:ttft", "dynamo_lite:blocks", "dynamo_lite:ttft:2p", "dynamo_lite:approx",
@@ -246,11 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     text = table(entries, refs, fleet.workers)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+    result = {**run_header(argv, args),
               "workload": described, "rate": args.rate, "rate_profile": args.rate_profile.describe(), "capacity": cap,
               "timing": fleet.timing,
-              "fleet": asdict(fleet), "args": {k: str(v) for k, v in recorded_args(args).items()},
+              "fleet": asdict(fleet),
               "references": [asdict(r) for r in refs], "peers": peers.PINS,
               "routers": [asdict(e) for e in entries], "table": text}  # fmt: skip
     args.out.write_text(json.dumps(result, indent=2) + "\n")

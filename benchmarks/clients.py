@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.aiperf_client import AIPERF, hf_cache  # noqa: E402
 from benchmarks.cluster import orchestrator_up  # noqa: E402
-from benchmarks.paths import RESULTS, comma_choices, recorded_args  # noqa: E402
+from benchmarks.paths import RESULTS, comma_choices, write_results  # noqa: E402
 from dynamo_lite.config import load_cluster_spec  # noqa: E402
 from dynamo_lite.engines.models import resolve_model  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
@@ -62,20 +61,23 @@ def log(line: str) -> None:
     print(f"[clients {time.strftime('%H:%M:%S')}] {line}", flush=True)
 
 
-def bench(url: str, tokenizer: Path, seed: int, args: argparse.Namespace, out: Path) -> dict[str, float]:
+def bench(url: str, tokenizer: Path, seed: int, args: argparse.Namespace, out: Path,
+          model: str = MODEL) -> dict[str, float]:  # fmt: skip
     """One `vllm bench serve` run (its result in ``out``.json); its own figures."""
-    argv = [sys.executable, "-c", BENCH, "--base-url", url, "--model", MODEL, "--tokenizer", str(tokenizer),
+    argv = [sys.executable, "-c", BENCH, "--base-url", url, "--model", model, "--tokenizer", str(tokenizer),
             "--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--dataset-name", "random",
             "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
+            "--random-range-ratio", json.dumps({"input": args.range_ratio, "output": 0.0}),
             "--num-prompts", str(args.requests), "--request-rate", str(args.rate), "--burstiness", str(args.burstiness),
             "--ignore-eos", "--seed", str(seed), "--num-warmups", "0", "--disable-tqdm",
-            "--percentile-metrics", "ttft,itl", "--metric-percentiles", "50,99", "--save-result",
+            "--percentile-metrics", "ttft,itl,e2el", "--metric-percentiles", "50,99", "--save-result",
             "--result-dir", str(out.parent), "--result-filename", out.with_suffix(".json").name]  # fmt: skip
     _run(argv, out.with_suffix(".log"), None)
     r = json.loads(out.with_suffix(".json").read_text())
     return {"completed": r["completed"], "failed": r["failed"], "req_s": r["request_throughput"],
             "out_tok_s": r["output_throughput"], "ttft_p50": r["p50_ttft_ms"], "ttft_p99": r["p99_ttft_ms"],
-            "itl_p50": r["p50_itl_ms"], "itl_p99": r["p99_itl_ms"]}  # fmt: skip
+            "itl_p50": r["p50_itl_ms"], "itl_p99": r["p99_itl_ms"], "e2el_p50": r["p50_e2el_ms"],
+            "e2el_p99": r["p99_e2el_ms"]}  # fmt: skip
 
 
 def aiperf(url: str, tokenizer: Path, seed: int, args: argparse.Namespace, out: Path) -> dict[str, float]:
@@ -161,19 +163,36 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", default="builtin:smollm2", help="cluster.yaml model path of the engine")
     p.add_argument("--clients", default="bench,aiperf", help=f"comma-separated, from: {', '.join(CLIENTS)}")
     p.add_argument("--rounds", type=int, default=2, help="rounds; each runs every client on both targets")
-    p.add_argument("--requests", type=int, default=40, help="prompts per run")
-    p.add_argument("--input-len", type=int, default=512, help="prompt tokens")
-    p.add_argument("--output-len", type=int, default=64, help="output tokens (ignore_eos)")
-    p.add_argument("--rate", type=float, default=0.5, help="requests/s (SmolLM2 on this CPU serves ~0.7 at 512/64)")
-    p.add_argument("--burstiness", type=float, default=0.5, help="gamma shape of arrivals: 1 Poisson, < 1 burstier")
+    add_load_options(p, requests=40, input_len=512, range_ratio=0.0, output_len=64, rate=0.5,
+                     rate_help="SmolLM2 on this CPU serves ~0.7 at 512/64")  # fmt: skip
     p.add_argument("--out", type=Path, default=RESULTS / "clients.json")
     args = p.parse_args(argv)
     args.client_names = comma_choices(p, args.clients, CLIENTS, "client")
     if "aiperf" in args.client_names and not AIPERF.is_file():
         p.error(f"aiperf: {AIPERF} is missing; bash deploy/test.sh installs it")
+    check_load_options(p, args)
+    return args
+
+
+def add_load_options(p: argparse.ArgumentParser, requests: int, input_len: int, range_ratio: float, output_len: int,
+                     rate: float, rate_help: str) -> None:  # fmt: skip
+    """The load of one client run (what `bench` reads, and `aiperf` but for --range-ratio), with these defaults."""
+    p.add_argument("--requests", type=int, default=requests, help="prompts per run")
+    p.add_argument("--input-len", type=int, default=input_len, help="prompt tokens (the mean, with --range-ratio)")
+    p.add_argument("--range-ratio", type=float, default=range_ratio,
+                   help="bench: prompt lengths drawn uniformly from input-len x [1 - r, 1 + r], 0 <= r < 1 "
+                        "(aiperf: always input-len)")  # fmt: skip
+    p.add_argument("--output-len", type=int, default=output_len, help="output tokens (ignore_eos)")
+    p.add_argument("--rate", type=float, default=rate, help=f"requests/s ({rate_help})")
+    p.add_argument("--burstiness", type=float, default=0.5, help="gamma shape of arrivals: 1 Poisson, < 1 burstier")
+
+
+def check_load_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A usage error for load options (and --rounds) out of range."""
     if args.rounds < 1 or args.requests < 1 or args.rate <= 0 or args.burstiness <= 0:
         p.error("--rounds, --requests, --rate and --burstiness must be > 0")
-    return args
+    if not 0 <= args.range_ratio < 1:
+        p.error("--range-ratio must be in [0, 1)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,12 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     summ = summary(runs)
     text = table(summ)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "args": {k: str(v) for k, v in recorded_args(args).items()}, "runs": runs, "summary": summ, "table": text,
-    }, indent=2) + "\n")  # fmt: skip
+    write_results(args.out, argv, args, runs=runs, summary=summ, table=text)
     plot(summ, f"The frontend before one vLLM engine ({args.model}, CPU): {args.input_len}/{args.output_len} tokens, "
          f"{args.rate:g} req/s, burstiness {args.burstiness:g}", args.out.with_suffix(".png"))
     log(f"wrote {args.out} and {args.out.with_suffix('.png')}")

@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -48,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks import trace_replay  # noqa: E402
 from benchmarks.cluster import frontend_processes, orchestrator_up, wait_for  # noqa: E402
-from benchmarks.paths import RESULTS, add_trace_option, comma_choices, recorded_args  # noqa: E402
+from benchmarks.paths import RESULTS, add_trace_option, comma_choices, run_header  # noqa: E402
 from benchmarks.trace_replay import ReplayRequest, RequestRecord  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
 
@@ -245,9 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     first = [r for r in records[ordered[0].name][: args.window] if r.ok]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "args": {k: str(v) for k, v in recorded_args(args).items()},
+        **run_header(argv, args),
         "client_retries": False,
         "first_window_hit_ratio": hit_ratio(first),  # the trace's first requests on fresh engines
         "runs": [asdict(r) for r in ordered], "table": text,

@@ -10,6 +10,10 @@ that a results file names no directory of the machine it ran on.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -51,3 +55,17 @@ def recorded(value: Any) -> Any:
 def recorded_args(args: argparse.Namespace) -> dict[str, Any]:
     """A benchmark's options for its results file, paths made `recorded`."""
     return {k: recorded(v) for k, v in vars(args).items()}
+
+
+def run_header(argv: list[str] | None, args: argparse.Namespace) -> dict[str, Any]:
+    """What every results file starts with: the command (``argv``, or the process's own when None), the
+    machine, and the options as `recorded_args` gives them (as strings)."""
+    return {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "args": {k: str(v) for k, v in recorded_args(args).items()}}  # fmt: skip
+
+
+def write_results(path: Path, argv: list[str] | None, args: argparse.Namespace, **fields: Any) -> None:
+    """A results file: `run_header`, then ``fields``, as indented JSON (its folder made if need be)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**run_header(argv, args), **fields}, indent=2) + "\n")

@@ -245,6 +245,14 @@ class LoadTracker:
                                     float(own.prefilling + peer.prefilling)))
         return out
 
+    def streaming(self, worker_id: WorkerId) -> int:
+        """Requests in flight on a worker past their first token, this router's and its peers' (no report
+        correction: a request an engine reports waiting has not streamed)."""
+        self._expire_peers(self._clock())
+        own = self._own.get(worker_id, _IDLE)
+        peer = self._peer_sum.get(worker_id, _IDLE)
+        return own.requests - own.awaiting + peer.requests - peer.awaiting
+
     def in_flight(self) -> int:
         """Requests started and not finished."""
         return len(self._requests)

@@ -296,3 +296,7 @@ class Router:
     def load_of(self, worker_id: WorkerId) -> LoadView:
         """The load the cost function uses for a worker."""
         return self._load.view(worker_id)
+
+    def streaming(self, worker_id: WorkerId) -> int:
+        """Requests in flight on a worker that have had their first token (what a prefill there holds up)."""
+        return self._load.streaming(worker_id)

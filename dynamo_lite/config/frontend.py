@@ -50,7 +50,7 @@ class RouterSpec(Section):
 
 class DisaggregationSpec(Section):
     decision: Literal["threshold", "predicted"] = "threshold"
-    """How a request routed to a decode worker chooses where its prefill runs. threshold: on a prefill worker when the prompt part the decode worker has not cached is longer than max_local_prefill_tokens; predicted: on a prefill worker when the predicted time to first token through the prefill queue (its wait, the prefill, and the hop and KV transfer the frontend measured) beats the decode worker's own predicted TTFT (router mode ttft; in other modes, and until a remote prefill has been timed, threshold decides)."""
+    """How a request routed to a decode worker chooses where its prefill runs. threshold: on a prefill worker when the prompt part the decode worker has not cached is longer than max_local_prefill_tokens; predicted: on a prefill worker when the predicted time to first token through the prefill queue (its wait, the prefill, and the hop and KV transfer the frontend measured) beats the decode worker's own predicted TTFT, unless prefilling there would hold up the requests streaming on the decode worker for longer than planner.itl_target_ms (with frontend.router.itl_guard; router mode ttft; in other modes, and until a remote prefill has been timed, threshold decides)."""
     max_local_prefill_tokens: Annotated[int, Field(ge=0)] = 512
     """threshold: prefill remotely only when the uncached prompt on the decode worker is longer than this."""
     max_prefill_queue: Annotated[int, Field(ge=0)] = 8

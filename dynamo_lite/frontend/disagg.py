@@ -11,6 +11,8 @@ Pure. Remote prefill pays a queue hop and a KV transfer. Two rules decide
   frontend measured of the hop and of the KV transfer) is below the decode
   worker's predicted local TTFT (the router's, ttft mode). Without a local
   prediction, or before the frontend has timed a remote prefill, it is `threshold`.
+  A decode-side guard (`stalls_decodes`) keeps a prefill off a decode worker that is
+  streaming other requests when it would hold them up for longer than the ITL target.
 
 In both, a queue holding `max_prefill_queue` jobs or more keeps prefill local.
 With no prefill workers, the threshold rule still labels the decision: a short
@@ -98,35 +100,46 @@ def remote_ttft_s(wait_s: float, prefill_s: float, timings: RemoteTimings) -> fl
     return wait_s + prefill_s + timings.overhead_s + timings.first_token_s
 
 
+def stalls_decodes(streaming: int, local_prefill_s: float | None, itl_target_s: float) -> bool:
+    """The predicted rule's decode-side guard: prefilling here would hold up the `streaming` requests (past
+    their first token) on the decode worker for longer than the ITL target.
+
+    `local_prefill_s` is this prompt's predicted prefill there, without the queue ahead: the engine step
+    that carries it is that much longer for every request in the batch. With the guard up, the prefill
+    goes remote however much sooner its own first token would come locally; only a full queue keeps it.
+    """
+    return streaming > 0 and itl_target_s > 0 and local_prefill_s is not None and local_prefill_s > itl_target_s
+
+
 def decide_before_queue(worker_role: Role, prefill_workers: int, uncached_tokens: int,
                         policy: DisaggPolicy, local_ttft_s: float | None = None,
-                        remote_floor_s: float | None = None) -> Reason | None:  # fmt: skip
+                        remote_floor_s: float | None = None, guard: bool = False) -> Reason | None:  # fmt: skip
     """The decision where it needs no queue depth; None: remote, if the queue allows (`decide_on_queue`).
 
     `local_ttft_s` is the decode worker's predicted TTFT, `remote_floor_s` the remote path's with an empty
     queue (`remote_ttft_s(0, ...)`); with both, the predicted rule applies, and a remote path that loses even
-    with an empty queue needs no depth read.
+    with an empty queue needs no depth read. `guard` (`stalls_decodes`) rules the local path out.
     """
     if worker_role == Role.AGGREGATED:
         return Reason.AGGREGATED_WORKER
     if prefill_workers == 0:  # what a prefill worker would have taken: the planner sizes a pool from zero on it
         return Reason.SHORT_PROMPT if uncached_tokens <= policy.max_local_prefill_tokens else Reason.NO_PREFILL_WORKERS
     if policy.rule == "predicted" and local_ttft_s is not None and remote_floor_s is not None:
-        return Reason.PREDICTED_LOCAL if remote_floor_s >= local_ttft_s else None
+        return Reason.PREDICTED_LOCAL if remote_floor_s >= local_ttft_s and not guard else None
     if uncached_tokens <= policy.max_local_prefill_tokens:
         return Reason.SHORT_PROMPT
     return None
 
 
 def decide_on_queue(queue_pending: int, policy: DisaggPolicy, local_ttft_s: float | None = None,
-                    remote_s: float | None = None) -> Reason:  # fmt: skip
+                    remote_s: float | None = None, guard: bool = False) -> Reason:  # fmt: skip
     """Remote unless `queue_pending` jobs already wait (not yet picked up) at or over the bound, or (predicted
-    rule, both given) the remote path's predicted TTFT `remote_s` is not below `local_ttft_s`."""
+    rule, both given, no `guard`) the remote path's predicted TTFT `remote_s` is not below `local_ttft_s`."""
     if queue_pending >= policy.max_prefill_queue:
         return Reason.QUEUE_FULL
-    if policy.rule == "predicted" and local_ttft_s is not None and remote_s is not None and remote_s >= local_ttft_s:
-        return Reason.PREDICTED_LOCAL
-    return Reason.REMOTE
+    if policy.rule != "predicted" or guard or local_ttft_s is None or remote_s is None:
+        return Reason.REMOTE
+    return Reason.PREDICTED_LOCAL if remote_s >= local_ttft_s else Reason.REMOTE
 
 
 def decide(worker_role: Role, prefill_workers: int, uncached_tokens: int, queue_pending: int,

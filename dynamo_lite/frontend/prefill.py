@@ -23,6 +23,7 @@ from dynamo_lite.frontend.disagg import (
     decide_on_queue,
     queue_wait_s,
     remote_ttft_s,
+    stalls_decodes,
 )
 from dynamo_lite.frontend.fleet import ModelFleet
 from dynamo_lite.frontend.metrics import ModelMetrics
@@ -61,13 +62,19 @@ class PrefillPlacer:
         local = decision.predicted_ttft_s
         compare = local if not decision.promised_tokens else None  # the predicted rule's local side
         prefill_s = floor = None
+        guard = False
         timings = self._timings(req.model)
         if worker.role is not Role.AGGREGATED and prefill_workers:
+            router = fleet.router
             # What the prefill worker computes is not indexed: the whole prompt (conservative).
-            prefill_s = fleet.router.prefill_seconds(len(prompt))
+            prefill_s = router.prefill_seconds(len(prompt))
             if prefill_s is not None and timings.ready:
                 floor = remote_ttft_s(0.0, prefill_s, timings)
-        reason = decide_before_queue(worker.role, prefill_workers, uncached, policy, compare, floor)
+            if compare is not None and policy.rule == "predicted":
+                guard = stalls_decodes(router.streaming(worker.worker_id),
+                                       router.prefill_seconds(uncached, len(prompt) - uncached),
+                                       router.config.itl_target_s)  # fmt: skip
+        reason = decide_before_queue(worker.role, prefill_workers, uncached, policy, compare, floor, guard)
         if reason is not None:
             return Placement(reason, local)
         assert self.submitter is not None
@@ -82,7 +89,7 @@ class PrefillPlacer:
         if prefill_s is not None:
             wait = queue_wait_s(pending, in_flight, prefill_workers, timings.job_s or prefill_s)
             remote = wait + floor if floor is not None else None
-        reason = decide_on_queue(pending, policy, compare, remote)
+        reason = decide_on_queue(pending, policy, compare, remote, guard)
         if reason is not Reason.REMOTE:
             return Placement(reason, local)
         return Placement(reason, remote if remote is not None else local, prefill_s, wait or 0.0)

@@ -2,7 +2,8 @@
 agents, NATS JetStream queue, etcd): the threshold rule bootstraps it (the first long prompt goes to
 the prefill worker, whose hop and transfer the frontend then times); afterwards an idle decode
 worker prefills a long prompt itself when that is predicted sooner, and a burst that queues prefill
-work on the decode worker sends prompts through the prefill queue again.
+work on the decode worker sends prompts through the prefill queue again, as does the decode-side
+guard while the decode worker streams another request.
 """
 
 from __future__ import annotations
@@ -67,3 +68,41 @@ def test_the_predicted_rule_bootstraps_then_prefers_the_faster_path(fleet: Fleet
     after = decisions(fleet)
     assert after["remote"] > idle["remote"], (idle, after)
     assert after["prefill_failed"] == after["short_prompt"] == 0
+
+
+def test_the_decode_guard_keeps_prefill_off_a_decode_worker_that_streams(fleet: Fleet) -> None:
+    """Idle, the decode worker prefills a long prompt itself when that is predicted sooner. While it streams
+    another request, the same prompts go to the prefill worker: prefilling one there would hold that stream up
+    for longer than planner.itl_target_ms (50 ms; the mock takes about 85 ms for 1,600 tokens at speed-up 0.5)."""
+    rng = random.Random(11)
+
+    async def stream(http: aiohttp.ClientSession, started: asyncio.Event) -> None:
+        body = {"model": "m", "prompt": prompt(rng, 16), "max_tokens": 400, "stream": True}
+        async with http.post(f"{fleet.url}/v1/completions", json=body) as r:
+            assert r.status == 200, await r.text()
+            async for _ in r.content:
+                started.set()
+
+    async def run() -> tuple[dict[str, float], dict[str, float]]:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(20):  # idle: until the predicted rule keeps one local (it needs timings of both paths)
+                idle = decisions(fleet)["predicted_local"]
+                await send(http, fleet.url, prompt(rng, 1600))
+                if decisions(fleet)["predicted_local"] > idle:
+                    break
+            else:
+                pytest.fail(f"no prompt was prefilled on the idle decode worker: {decisions(fleet)}")
+            started = asyncio.Event()
+            streaming = asyncio.create_task(stream(http, started))
+            await asyncio.wait_for(started.wait(), 30)
+            before = decisions(fleet)
+            for _ in range(4):
+                await send(http, fleet.url, prompt(rng, 1600))
+            after = decisions(fleet)
+            assert not streaming.done(), "the stream ended before the prompts were placed: nothing was guarded"
+            await streaming
+            return before, after
+
+    before, after = asyncio.run(run())
+    assert after["remote"] - before["remote"] == 4, (before, after)
+    assert after["predicted_local"] == before["predicted_local"], (before, after)

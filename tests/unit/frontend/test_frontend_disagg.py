@@ -13,6 +13,7 @@ from dynamo_lite.frontend.disagg import (
     decide_on_queue,
     queue_wait_s,
     remote_ttft_s,
+    stalls_decodes,
 )
 from dynamo_lite.protocol import Role
 
@@ -99,6 +100,31 @@ def test_predicted_rule_falls_back_to_the_threshold_without_a_prediction() -> No
     assert decide_on_queue(3, PREDICTED, None, 9.0) is Reason.REMOTE
     assert decide_before_queue(Role.AGGREGATED, 2, 600, PREDICTED, 9.0, 0.1) is Reason.AGGREGATED_WORKER
     assert decide_before_queue(Role.DECODE, 0, 600, PREDICTED, 9.0, 0.1) is Reason.NO_PREFILL_WORKERS
+
+
+@pytest.mark.parametrize(
+    ("streaming", "local_prefill_s", "itl_target_s", "stalls"),
+    [
+        (2, 0.3, 0.05, True),  # two streams would wait 300 ms for one token
+        (0, 0.3, 0.05, False),  # nothing streams there: only this request waits
+        (2, 0.04, 0.05, False),  # the prefill fits in one ITL
+        (2, 0.05, 0.05, False),  # at the target: within it
+        (2, 0.3, 0.0, False),  # no ITL target (the ITL guard off)
+        (2, None, 0.05, False),  # no prediction (router mode other than ttft)
+    ],
+)
+def test_stalls_decodes(streaming: int, local_prefill_s: float | None, itl_target_s: float, stalls: bool) -> None:
+    assert stalls_decodes(streaming, local_prefill_s, itl_target_s) is stalls
+
+
+def test_the_decode_guard_sends_remote_what_the_prediction_would_keep_local() -> None:
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    floor = remote_ttft_s(0.0, 0.02, t)  # 0.17 s: an empty queue loses to the 0.1 s local TTFT
+    assert decide_before_queue(Role.DECODE, 2, 100, PREDICTED, 0.1, floor) is Reason.PREDICTED_LOCAL
+    assert decide_before_queue(Role.DECODE, 2, 100, PREDICTED, 0.1, floor, guard=True) is None
+    assert decide_on_queue(3, PREDICTED, 0.1, floor + 1.5, guard=True) is Reason.REMOTE
+    assert decide_on_queue(8, PREDICTED, 0.1, floor + 4.0, guard=True) is Reason.QUEUE_FULL  # the bound still holds
+    assert decide_on_queue(3, PREDICTED, 0.1, floor + 1.5) is Reason.PREDICTED_LOCAL  # without it: local
 
 
 def test_the_threshold_rule_ignores_predictions() -> None:

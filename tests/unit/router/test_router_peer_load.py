@@ -53,6 +53,23 @@ def test_a_load_report_correction_does_not_count_peers_twice():
     assert view.prefilling == 1 + 2 + 2
 
 
+def test_streaming_counts_requests_past_their_first_token_not_reported_waiting_ones():
+    clock = Clock()
+    t = LoadTracker(16, clock, peer_ttl_s=1.5)
+    t.set_capacity(A, 1000)
+    for rid in ("streams", "prefills", "remote"):
+        t.start(RequestId(rid), A, prompt_tokens=32, uncached_tokens=32)
+    t.prefill_done(RequestId("streams"))
+    t.prefilled_elsewhere(RequestId("remote"))  # its KV is on the way: no token yet
+    assert t.streaming(A) == 1
+    t.update_peer("p", 1.0, {A: WorkerLoad(16, 4, 3, 1, 2)})  # one of the peer's three streams
+    t.update(LoadReport(worker_id=A, running=3, waiting=9, kv_usage=0.5, ts=1.0))  # foreign waiting: not streaming
+    assert t.streaming(A) == 2 and t.streaming(B) == 0
+    t.finish(RequestId("streams"))
+    clock.now = 2.0  # the peer expired
+    assert t.streaming(A) == 0
+
+
 def test_removed_workers_lose_their_peer_load():
     t = LoadTracker(16, Clock())
     t.update_peer("p", 1.0, {A: WorkerLoad(0, 5, 1, 0)})
