@@ -11,13 +11,13 @@ on a core of its own, KV over NIXL), once per setup and round, in turns:
 - ``predicted-unguarded``: the same without that guard (``frontend.router.itl_guard: false``).
 
 Each run is one `vllm bench serve` (``vllm.benchmarks.serve``, random prompts on /v1/chat/completions, streamed,
-ignore_eos): ``--requests`` prompts of ``--input-len`` x [1 - r, 1 + r] tokens (``--range-ratio``; the short ones
-stay local under any rule), ``--output-len`` tokens each, at ``--rate`` requests/s in bursts (gamma arrivals,
+ignore_eos): ``--requests`` prompts of ``--input-len`` x [1 - r, 1 + r] tokens (``--range-ratio``; `threshold`
+keeps the short ones local), ``--output-len`` tokens each, at ``--rate`` requests/s in bursts (gamma arrivals,
 ``--burstiness``). The same seed in every setup of a round: the same prompts at the same times. Per run: the
 client's figures and where the frontend put each prefill (its ``disaggregation_decisions`` counter); then each
 setup's medians over its runs.
 
-    .venv/bin/python benchmarks/pd_decision.py                 # ~20 min here: 3 setups x 2 rounds
+    .venv/bin/python benchmarks/pd_decision.py                 # ~18 min here: 3 setups x 2 rounds
     .venv/bin/python benchmarks/pd_decision.py --setups threshold,predicted --rounds 1 --requests 12
     .venv/bin/python benchmarks/pd_decision.py --from-json benchmarks/results/pd_decision.json   # table, plot
 
