@@ -137,20 +137,34 @@ def table(summ: dict[str, dict]) -> str:
 
 
 def plot(summ: dict[str, dict], title: str, path: Path) -> None:
+    bars = {client: [rows["frontend / direct"][k] or 0 for k in FIGURES] for client, rows in summ.items()}
+    ratio_bars(bars, ["req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"],
+               "frontend / direct (median of runs)", title, path)  # fmt: skip
+
+
+def ratio_bars(bars: dict[str, list[float]], labels: list[str], ylabel: str, title: str, path: Path,
+               log: bool = False) -> None:  # fmt: skip
+    """Grouped bars of ratios, one group per label and one bar per key of ``bars``, a line at 1; on ``log`` a
+    log scale labelled 0.5x, 1x, 2x ... over the bars' range."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 3.6))
-    width = 0.8 / len(summ)
-    for i, (client, rows) in enumerate(summ.items()):
-        ratio = rows["frontend / direct"]
-        ax.bar([j + i * width for j in range(len(FIGURES))], [ratio[k] or 0 for k in FIGURES], width, label=client)
+    width = 0.8 / len(bars)
+    for i, (name, values) in enumerate(bars.items()):
+        ax.bar([j + i * width for j in range(len(labels))], values, width, label=name)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([j + width * (len(summ) - 1) / 2 for j in range(len(FIGURES))],
-                  ["req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"])  # fmt: skip
-    ax.set_ylabel("frontend / direct (median of runs)")
+    ax.set_xticks([j + width * (len(bars) - 1) / 2 for j in range(len(labels))], labels)
+    if log:
+        lo, hi = min(min(v) for v in bars.values()) / 1.5, max(max(v) for v in bars.values()) * 1.5
+        ax.set_yscale("log")
+        ax.set_yticks([t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo <= t <= hi])
+        ax.set_ylim(lo, hi)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()

@@ -39,7 +39,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.clients import add_load_options, bench, check_load_options  # noqa: E402
+from benchmarks.clients import add_load_options, bench, check_load_options, ratio_bars  # noqa: E402
 from benchmarks.cluster import counter_by_label, orchestrator_up  # noqa: E402
 from benchmarks.paths import RESULTS, comma_choices, write_results  # noqa: E402
 from dynamo_lite.engines.models import resolve_model  # noqa: E402
@@ -90,33 +90,11 @@ def table(summ: dict[str, dict[str, float]]) -> str:
 
 def plot(summ: dict[str, dict[str, float]], title: str, path: Path) -> None:
     """Each setup's latency figures over the first setup's (the median of runs), as bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     keys = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "e2el_p50", "e2el_p99")
     base_name, base = next(iter(summ.items()))
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    width = 0.8 / len(summ)
-    ratios = {setup: [f[k] / base[k] for k in keys] for setup, f in summ.items()}
-    for i, (setup, r) in enumerate(ratios.items()):
-        ax.bar([j + i * width for j in range(len(keys))], r, width, label=setup)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    lo, hi = min(min(r) for r in ratios.values()) / 1.5, max(max(r) for r in ratios.values()) * 1.5
-    ax.set_xticks([j + width * (len(summ) - 1) / 2 for j in range(len(keys))],
-                  ["TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "end-to-end p50", "end-to-end p99"])  # fmt: skip
-    ax.set_yscale("log")
-    ax.set_yticks([t for t in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if lo <= t <= hi])
-    ax.set_ylim(lo, hi)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%gx"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_ylabel(f"over {base_name} (median of runs, log)")
-    ax.set_title(title, fontsize=9)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ratio_bars({setup: [f[k] / base[k] for k in keys] for setup, f in summ.items()},
+               ["TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "end-to-end p50", "end-to-end p99"],
+               f"over {base_name} (median of runs, log)", title, path, log=True)  # fmt: skip
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
