@@ -143,7 +143,7 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     started = time.monotonic()
     profile = RateProfile.parse(profile_text)
     reqs = load_trace(args, profile)
-    conditional = DisaggPolicy(args.max_local_prefill_tokens, DisaggregationSpec().max_prefill_queue)
+    conditional = DisaggPolicy(args.max_local_prefill_tokens, DisaggregationSpec().max_prefill_queue, args.decision)
     disagg = ALWAYS_REMOTE if run.kind in ("disaggregated",) or run.policy == "load" else conditional
     seed = Seed.from_profile([(p.isl, p.ttft_s) for p in EngineProfile.load().prefill])  # as the frontend seeds it
     config = FleetConfig(startup_s=args.startup_s, disagg=disagg, speedup=args.speedup, router=args.router,
@@ -232,6 +232,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-local-prefill-tokens", type=int, default=DisaggregationSpec().max_local_prefill_tokens,
                    help="conditional P/D: prefill on the decode worker up to this many uncached prompt tokens "
                         "(cluster.yaml's frontend.disaggregation.max_local_prefill_tokens)")
+    p.add_argument("--decision", choices=("threshold", "predicted"), default=DisaggregationSpec().decision,
+                   help="conditional P/D: where prefill runs (cluster.yaml's frontend.disaggregation.decision): "
+                        "threshold (by --max-local-prefill-tokens) or predicted (the sooner predicted first token, "
+                        "with the decode guard at --itl-ms; ttft routing only)")
     p.add_argument("--ttft-ms", type=float, default=2000.0, help="TTFT target")
     p.add_argument("--itl-ms", type=float, default=50.0, help="ITL target (mean per request)")
     p.add_argument("--budget", type=int, default=8, help="most workers: planners' budget, static fleets' largest")
@@ -284,7 +288,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--from-json", type=Path, default=None, help="no simulation: render the tables, checks and "
                    "plots again from an earlier run's results file (its settings and profiles)")
     p.add_argument("--out", type=Path, default=RESULTS / "planner_sim.json")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.decision == "predicted" and args.router != "ttft":
+        p.error("--decision predicted needs --router ttft: the local TTFT it weighs is the router's prediction")
+    return args
 
 
 def simulate_all(args: argparse.Namespace, profiles: list[str]) -> list[dict]:

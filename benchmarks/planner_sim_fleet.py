@@ -20,9 +20,13 @@ cluster does, in the frontend's order:
   itself decides, on what a live one is told: the engines' KV events after
   each pass, a load report per engine every `load_interval_s`, and its own
   request life cycle (start, first token, finish);
-- decide where prefill runs: the frontend's own function
-  (`dynamo_lite.frontend.disagg.decide`) on the chosen worker's role, the live
-  prefill workers, the uncached tokens there and the prefill queue's depth.
+- decide where prefill runs: the frontend's own functions
+  (`dynamo_lite.frontend.disagg`), called as its `PrefillPlacer.place` calls them,
+  on the chosen worker's role, the live prefill workers, the uncached tokens
+  there and the prefill queue's depth. Under the `predicted` rule (ttft routing
+  only) also on the router's predicted local TTFT, the remote path's (the
+  learnt prefill time and what this fleet's remote prefills measured:
+  `RemoteTimings`) and the decode guard (the streams on the chosen worker).
   Remote: the job goes on a global FIFO queue that prefill workers pull from
   (at most `prefill_concurrency` each, like the agent); when done, the chosen
   worker (or, if it left meanwhile, the cheapest other: a migration) gets the
@@ -48,7 +52,17 @@ from benchmarks.sim_routing import SimRouting
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan
 from dynamo_lite.engines.mock.sequence import RemoteKv, Sequence
 from dynamo_lite.engines.mock.timing import RooflineTiming, TimingModel
-from dynamo_lite.frontend.disagg import DisaggPolicy, Reason, decide, decide_before_queue
+from dynamo_lite.frontend.disagg import (
+    DisaggPolicy,
+    Reason,
+    RemoteTimings,
+    decide_before_queue,
+    decide_on_queue,
+    queue_wait_s,
+    remote_ttft_s,
+    stalls_decodes,
+)
+from dynamo_lite.planning.frontend_metrics import REMOTE_ELIGIBLE
 from dynamo_lite.protocol import Role
 from planner import DecodeLoad, Observation, Pool, Replicas, Traffic
 from router.ttft import Seed
@@ -72,7 +86,11 @@ class Request:
     worker: Worker | None = None  # the routed (aggregated or decode) worker
     reason: Reason | None = None  # where prefill ran
     eligible: bool = False  # long and uncached enough for the prefill pool (if it had workers and room)
+    local_ttft_s: float | None = None  # ttft routing: the router's predicted TTFT on the chosen worker
+    prefill_s: float | None = None  # the predicted prefill on a prefill worker (decode workers, ttft routing)
+    wait_s: float = 0.0  # the predicted prefill queue wait when it was queued
     queued_at: float | None = None  # put on the prefill queue (remote prefill)
+    sent_at: float | None = None  # remote prefill: sent to the decode worker with its KV
     cached_tokens: int = 0  # prompt tokens the prefilling engine found cached
 
 
@@ -133,6 +151,7 @@ class Fleet:
         self._window: list[Request] = []  # finished since the last observe()
         self._arrivals: list[Request] = []  # arrived since the last observe()
         self._prefilled: list[float] = []  # remote prefills done since the last observe(): queued to done, s
+        self.remote = RemoteTimings()  # what the remote prefills measured, as the frontend's placer learns it
         self._last_observe = 0.0
         self.decode_role = Role.DECODE if decode else Role.AGGREGATED  # the role the planner's decode pool scales
         self.routing = SimRouting(config, lambda: self.now)
@@ -246,13 +265,12 @@ class Fleet:
             self.at(self.now + 1.0, "retry_route", req)
             return
         w = req.worker = self.routing.pick(candidates, req)
-        uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
-        prefill_workers = len(self.live(Role.PREFILL))
-        early = decide_before_queue(w.role, prefill_workers, uncached, self.config.disagg)
-        req.eligible = early is None or early is Reason.NO_PREFILL_WORKERS  # the frontend's REMOTE_ELIGIBLE
-        req.reason = decide(w.role, prefill_workers, uncached, len(self.queue), self.config.disagg)
+        req.reason = self._place(w, req)
+        req.eligible = req.reason.value in REMOTE_ELIGIBLE  # what the planner counts for its prefill pool
         if req.reason is Reason.REMOTE:
             self.ttft_model.first_token(str(req.rid), self.now, measured=False)  # as the frontend: not learnt
+            if req.prefill_s is not None:
+                self.remote.submitted(req.prefill_s)
             req.queued_at = self.now
             self.queue.append(req)
             # Every idle slot of every prefill worker has a pull waiting; the least busy worker's is served first.
@@ -262,6 +280,31 @@ class Fleet:
                 self._pull(p)
         else:
             self._submit(w, self._seq(req, req.osl), req, is_prefill=False)
+
+    def _place(self, w: Worker, req: Request) -> Reason:
+        """Where ``req``'s prefill runs, routed to ``w``: `PrefillPlacer.place`'s calls of the same functions."""
+        policy = self.config.disagg
+        uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
+        prefill = self.live(Role.PREFILL)
+        local = req.local_ttft_s
+        floor, guard = None, False
+        if w.role is not Role.AGGREGATED and prefill and self.config.router == "ttft":
+            req.prefill_s = self.ttft_model.prefill_seconds(req.isl)
+            if self.remote.ready:
+                floor = remote_ttft_s(0.0, req.prefill_s, self.remote)
+            if local is not None and policy.rule == "predicted":
+                streaming = sum(s.first_token_at is not None for s in (*w.sched.running, *w.sched.waiting))
+                guard = stalls_decodes(streaming, self.ttft_model.prefill_seconds(uncached, req.isl - uncached),
+                                       self.config.itl_target_s)  # fmt: skip
+        early = decide_before_queue(w.role, len(prefill), uncached, policy, local, floor, guard)
+        if early is not None:
+            return early
+        remote = None
+        if req.prefill_s is not None:
+            in_flight = sum(self._in_hand(p) for p in prefill)
+            req.wait_s = queue_wait_s(len(self.queue), in_flight, len(prefill), self.remote.job_s or req.prefill_s)
+            remote = req.wait_s + floor if floor is not None else None
+        return decide_on_queue(len(self.queue), policy, local, remote, guard)
 
     def _seq(self, req: Request, max_tokens: int) -> Sequence:
         prompt = req.tokens if req.tokens is not None else [1] * req.isl
@@ -292,6 +335,7 @@ class Fleet:
             w = req.worker = self.routing.migrate_to(candidates, req)
         seq = self._seq(req, req.osl)
         seq.remote_kv = RemoteKv(num_tokens=req.isl, engine_id="prefill")
+        req.sent_at = self.now
         self._submit(w, seq, req, is_prefill=False)
 
     def _submit(self, w: Worker, seq: Sequence, req: Request, is_prefill: bool) -> None:
@@ -323,7 +367,11 @@ class Fleet:
     def _step_end(self, w: Worker, plan: StepPlan) -> None:
         w.busy, w.plan = False, None
         for out in w.sched.finish_step(plan, self.now):
-            if self.router is not None and out.prev_token_at is None and out.seq.remote_kv is None:
+            if out.prev_token_at is None and out.seq.remote_kv is not None:  # a remotely prefilled first token
+                req = self._owner[out.seq.request_id][0]
+                assert req.sent_at is not None
+                self.remote.first_token(self.now - req.sent_at)
+            elif self.router is not None and out.prev_token_at is None:
                 self.router.on_prefill_done(RequestId(str(self._owner[out.seq.request_id][0].rid)), measured=True)
             if out.finish_reason is None:
                 continue
@@ -331,6 +379,8 @@ class Fleet:
             if is_prefill:
                 assert req.queued_at is not None
                 self._prefilled.append(self.now - req.queued_at)
+                if req.prefill_s is not None:
+                    self.remote.prefilled(self.now - req.queued_at, req.wait_s, req.prefill_s)
                 self._decode_after_prefill(req)
             else:
                 self._finish(req, out.seq)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from typing import Any
 
 Result = dict[str, Any]  # one simulation's summary, as written to the JSON
@@ -17,7 +18,7 @@ def summarise(run: Any, args: argparse.Namespace, reqs: list, fleet: Any, end: f
     ttfts = sorted(r.first_token_at - r.arrival for r in done)
     replica_s = sum(max(0.0, min(w.stopped_at if w.stopped_at is not None else end, horizon) - w.requested_at)
                     for w in fleet.workers)
-    remote = sum(1 for r in reqs if r.reason is not None and r.reason.value == "remote")
+    reasons = Counter(r.reason.value for r in reqs if r.reason is not None)
     return {
         "name": run.name, "kind": run.kind, "static": run.static, "prefill": run.prefill, "decode": run.decode,
         "size": run.prefill + run.decode, "requests": len(reqs), "finished": len(done), "good": len(good),
@@ -26,7 +27,8 @@ def summarise(run: Any, args: argparse.Namespace, reqs: list, fleet: Any, end: f
         "mean_replicas": round(replica_s / horizon, 2),
         "good_per_replica_hour": round(len(good) / replica_s * 3600, 1) if replica_s else 0.0,
         "ttft_p90_s": round(ttfts[int(0.9 * len(ttfts))], 3) if ttfts else None,
-        "remote_prefill_share": round(remote / max(1, len(reqs)), 3), "migrations": fleet.migrations,
+        "remote_prefill_share": round(reasons["remote"] / max(1, len(reqs)), 3),
+        "prefill_reasons": dict(sorted(reasons.items())), "migrations": fleet.migrations,
         "sim_end_s": round(end, 1), "wall_s": round(wall_s, 1),
     }
 

@@ -104,6 +104,7 @@ class SimRouting:
         terms = scores[i].ttft
         assert terms is not None
         self.ttft_model.sent(str(req.rid), ids[i], terms.x, terms.kv_fill, self._clock())
+        req.local_ttft_s = terms.predicted_s
         return candidates[i]
 
     def _oracle_pick(self, candidates: list[Worker], req: Request) -> Worker:

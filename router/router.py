@@ -39,7 +39,7 @@ from router.index import KvIndex
 from router.load import LoadTracker, LoadView
 from router.policies import RouterMode, RoutingContext, make_policy
 from router.recent import RecentSends
-from router.ttft import Seed, TtftModel, features
+from router.ttft import Seed, TtftModel
 from router.types import (
     BlockHash,
     KvEventBatch,
@@ -289,9 +289,7 @@ class Router:
         an idle worker of average speed (None in other modes)."""
         if self.config.mode is not RouterMode.TTFT:
             return None
-        _, work, _, attn, _, _ = features(0, uncached_tokens, uncached_tokens + context_tokens, 0.0)
-        t0, t1, _, t3, _, _ = self.ttft_model.ttft.theta
-        return max(0.0, t0 + max(0.0, t1) * work + max(0.0, t3) * attn)  # as `score_ttft` counts them
+        return self.ttft_model.prefill_seconds(uncached_tokens, context_tokens)
 
     def load_of(self, worker_id: WorkerId) -> LoadView:
         """The load the cost function uses for a worker."""

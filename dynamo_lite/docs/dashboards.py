@@ -128,8 +128,11 @@ ROUTING = Dashboard("dl-routing", "dynamo_lite / routing", "Where requests go an
 ))
 
 DISAGGREGATION = Dashboard("dl-disagg", "dynamo_lite / disaggregation", "Local and remote prefill, queue, KV transfer.", (
-    Panel("Prefill placement by reason", (Query(rate(F + "disaggregation_decisions_total", "reason"), "{{reason}}"),),
-          "reqps"),
+    Panel("Prefill placement by reason", (Query(rate(F + "disaggregation_decisions_total", "reason"), "{{reason}}"),
+                                          Query(rate(F + "decode_guard_moves_total"), "of remote: moved by the decode "
+                                                "guard {{model}}")), "reqps",
+          "Under frontend.disaggregation.decision: predicted, the decode guard sends a prompt to the prefill pool "
+          "rather than hold up the streams on its decode worker; those count as remote and once more here."),
     Panel("Prefill queue depth", (Query(f"max by (model) ({F}prefill_queue_depth)", "{{model}}"),), "short",
           "Each frontend process reads the same queue: the largest of their last reads."),
     Panel("Remote prefill: submit to result", (quantile(0.5, F + "prefill_queue_seconds"),

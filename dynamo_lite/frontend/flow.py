@@ -199,6 +199,8 @@ class RequestFlow:
         if reason is Reason.REMOTE:
             params, reason = await self.placer.run(req, mm, worker, placement, prompt)
         mm.disagg(reason.value).inc()
+        if placement.guarded:
+            mm.decode_guard.inc()
         log.debug("request %s -> %s (prompt %d, prefill %s, predicted TTFT %s)", req.request_id, worker.worker_id,
                   len(prompt), reason.value, placement.predicted_ttft_s)
         return params

@@ -56,6 +56,10 @@ class FrontendMetrics:
         self.disagg = Counter(P + "disaggregation_decisions",
                               "Where prefill ran, by reason (remote, short_prompt, predicted_local, queue_full, "
                               "no_prefill_workers, aggregated_worker, prefill_failed)", ["model", "reason"], registry=r)  # fmt: skip
+        self.decode_guard = Counter(P + "decode_guard_moves", "Prefills the predicted rule's decode guard sent to the "
+                                    "prefill pool that the decode worker would otherwise have run: it was streaming, "
+                                    "and the prefill would have held its streams up past planner.itl_target_ms",
+                                    ["model"], registry=r)  # fmt: skip
         self.routed_overlap_ratio = Histogram(P + "routed_overlap_ratio", "Share of each prompt the router expected "
                                               "cached on the chosen worker, as its KV events said", ["model"],
                                               buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0), registry=r)
@@ -112,6 +116,7 @@ class ModelMetrics:
         self.prompt_len = m.prompt_len.labels(model)
         self.routed_overlap = m.routed_overlap.labels(model)
         self.routed_promised = m.routed_promised.labels(model)
+        self.decode_guard = m.decode_guard.labels(model)
         self.routed_overlap_ratio = m.routed_overlap_ratio.labels(model)
         self.router_decision = m.router_decision.labels(model)
         self.ttft_prediction = m.ttft_prediction.labels(model)

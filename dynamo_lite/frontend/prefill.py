@@ -41,6 +41,7 @@ class Placement:
     predicted_ttft_s: float | None  # of the path taken: the router's local one, or the remote one when known
     prefill_s: float | None = None  # remote: this prompt's predicted prefill on a prefill worker
     wait_s: float = 0.0  # remote: the predicted queue wait when the depth was read
+    guarded: bool = False  # remote only because the decode guard ruled the decode worker out
 
 
 class PrefillPlacer:
@@ -92,7 +93,8 @@ class PrefillPlacer:
         reason = decide_on_queue(pending, policy, compare, remote, guard)
         if reason is not Reason.REMOTE:
             return Placement(reason, local)
-        return Placement(reason, remote if remote is not None else local, prefill_s, wait or 0.0)
+        guarded = guard and decide_on_queue(pending, policy, compare, remote) is Reason.PREDICTED_LOCAL
+        return Placement(reason, remote if remote is not None else local, prefill_s, wait or 0.0, guarded)
 
     async def run(self, req: GenerationRequest, mm: ModelMetrics, worker: WorkerRecord, placement: Placement,
                   prompt: list[int]) -> tuple[KvTransferParams | None, Reason]:  # fmt: skip

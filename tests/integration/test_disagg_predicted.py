@@ -46,8 +46,10 @@ async def send(http: aiohttp.ClientSession, url: str, ids: list[int]) -> None:
 
 
 def decisions(fleet: Fleet) -> dict[str, float]:
-    return {r: metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", model="m", reason=r)
-            for r in ("remote", "predicted_local", "short_prompt", "queue_full", "prefill_failed")}
+    """The frontend's placement counts by reason, and how many of the remote ones the decode guard moved."""
+    out = {r: metric(fleet.url, "dynamo_lite_frontend_disaggregation_decisions_total", model="m", reason=r)
+           for r in ("remote", "predicted_local", "short_prompt", "queue_full", "prefill_failed")}
+    return out | {"guard_moves": metric(fleet.url, "dynamo_lite_frontend_decode_guard_moves_total", model="m")}
 
 
 def test_the_predicted_rule_bootstraps_then_prefers_the_faster_path(fleet: Fleet) -> None:
@@ -106,3 +108,4 @@ def test_the_decode_guard_keeps_prefill_off_a_decode_worker_that_streams(fleet: 
     before, after = asyncio.run(run())
     assert after["remote"] - before["remote"] == 4, (before, after)
     assert after["predicted_local"] == before["predicted_local"], (before, after)
+    assert after["guard_moves"] - before["guard_moves"] == 4, (before, after)  # each would have stayed unguarded

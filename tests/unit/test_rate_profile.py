@@ -55,21 +55,27 @@ def test_bad_profiles_name_the_problem():
 def test_the_simulated_fleet_calls_the_frontends_decision(monkeypatch):
     import planner_sim_fleet as sim
 
-    calls = []
-    real = disagg.decide
+    calls: list[str] = []
 
-    def spy(*a, **k):  # the simulation must run the frontend's function, not a copy of it
-        calls.append(a)
-        return real(*a, **k)
+    def spy(name):  # the simulation must run the frontend's functions, not copies of them
+        real = getattr(disagg, name)
 
-    monkeypatch.setattr(sim, "decide", spy)
+        def call(*a, **k):
+            calls.append(name)
+            return real(*a, **k)
+
+        monkeypatch.setattr(sim, name, call)
+
+    spy("decide_before_queue")
+    spy("decide_on_queue")
     fleet = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8)), prefill=1, decode=1)
     short = sim.Request(0, 0.0, 200, 4, [])
     long = sim.Request(1, 0.0, 4096, 4, list(range(256)))
     for r in (short, long):
         fleet.at(r.arrival, "arrival", r)
     fleet.run_until(30)
-    assert len(calls) == 2
+    # the short prompt is decided without the queue's depth, as the frontend decides it; the long one with it
+    assert calls == ["decide_before_queue", "decide_before_queue", "decide_on_queue"]
     assert short.reason is Reason.SHORT_PROMPT and long.reason is Reason.REMOTE
     assert short.done_at is not None and long.done_at is not None
     obs = fleet.observe()
