@@ -57,3 +57,35 @@ def test_the_predicted_rule_keeps_what_the_decode_worker_reaches_sooner_and_the_
 ])  # fmt: skip
 def test_without_the_guard_the_stream_is_held_up_and_the_threshold_rule_goes_by_length(rule, reasons) -> None:
     assert [r.reason for r in run(itl_target_s=0.0, rule=rule)] == reasons
+
+
+def results(tmp_path: Path, rule: str | None, attainments: dict[str, float]) -> Path:
+    """A planner_sim.py results file of one profile, with `attainments` by run name."""
+    import json
+
+    def run(name: str, att: float) -> dict:
+        kind = name.split()[0]
+        p, d = (int(x) for x in name.split()[1].rstrip("D").split("P:")) if kind == "conditional" else (0, 8)
+        return {"name": name, "kind": kind, "prefill": p, "decode": d, "size": p + d, "attainment": att,
+                "remote_prefill_share": 0.5 if kind == "conditional" else 0.0}
+
+    settings = {"ttft_ms": 2000.0, "itl_ms": 50.0, **({"decision": rule} if rule else {})}
+    path = tmp_path / f"{rule}.json"
+    path.write_text(json.dumps({"settings": settings, "profiles": {"sine:period=240,amplitude=0.6": {
+        "results": [run(n, a) for n, a in attainments.items()]}}}))
+    return path
+
+
+def test_the_rules_report_sets_the_splits_of_both_runs_side_by_side(tmp_path: Path, capsys) -> None:
+    from benchmarks import planner_sim_rules
+
+    old = results(tmp_path, None, {"aggregated x8": 0.95, "conditional 1P:7D": 0.6, "conditional 7P:1D": 0.93})
+    new = results(tmp_path, "predicted", {"aggregated x8": 0.95, "conditional 1P:7D": 0.8, "conditional 7P:1D": 0.92})
+    png = tmp_path / "rules.png"
+    assert planner_sim_rules.main([str(old), str(new), "--sizes", "8", "--out", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "| conditional 1P:7D | 60.0% (50%) | 80.0% (50%) | +20.0 |" in out
+    assert "| conditional 7P:1D | 93.0% (50%) | 92.0% (50%) | -1.0 |" in out
+    assert "| aggregated x8 (either rule) | 95.0% |" in out and png.stat().st_size > 0
+    with pytest.raises(SystemExit, match="a --decision predicted run, where the threshold run was expected"):
+        planner_sim_rules.main([str(new), str(old)])
