@@ -294,7 +294,8 @@ class Fleet:
                 floor = remote_ttft_s(0.0, req.prefill_s, self.remote)
             if local is not None and policy.rule == "predicted":
                 streaming = sum(s.first_token_at is not None for s in (*w.sched.running, *w.sched.waiting))
-                guard = stalls_decodes(streaming, self.ttft_model.prefill_seconds(uncached, req.isl - uncached),
+                guard = stalls_decodes(streaming,
+                                       self.ttft_model.prefill_seconds(uncached, req.isl - uncached, fixed=False),
                                        self.config.itl_target_s)  # fmt: skip
         early = decide_before_queue(w.role, len(prefill), uncached, policy, local, floor, guard)
         if early is not None:

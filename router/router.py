@@ -284,12 +284,12 @@ class Router:
         self.ttft_model.finished(request_id, self._clock(), output_tokens)
         self._changed()
 
-    def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0) -> float | None:
+    def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0, fixed: bool = True) -> float | None:
         """ttft mode: the learnt prefill time of ``uncached_tokens`` after ``context_tokens`` cached ones on
-        an idle worker of average speed (None in other modes)."""
+        an idle worker of average speed (None in other modes); ``fixed``: see `TtftModel.prefill_seconds`."""
         if self.config.mode is not RouterMode.TTFT:
             return None
-        return self.ttft_model.prefill_seconds(uncached_tokens, context_tokens)
+        return self.ttft_model.prefill_seconds(uncached_tokens, context_tokens, fixed)
 
     def load_of(self, worker_id: WorkerId) -> LoadView:
         """The load the cost function uses for a worker."""

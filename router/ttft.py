@@ -174,12 +174,15 @@ class TtftModel:
         """Enough finished streams for the ITL guard to act on (`ITL_MIN_SAMPLES`)."""
         return self.itl.updates >= ITL_MIN_SAMPLES
 
-    def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0) -> float:
+    def prefill_seconds(self, uncached_tokens: int, context_tokens: int = 0, fixed: bool = True) -> float:
         """The learnt prefill time of ``uncached_tokens`` after ``context_tokens`` cached ones on an idle worker
-        of average speed: the fixed, per-token and attention terms, as `score_ttft` counts them."""
+        of average speed: the fixed, per-token and attention terms, as `score_ttft` counts them. Without
+        ``fixed``, only the last two: what the prompt's compute adds to the engine steps that carry it (the
+        fixed term is a first token's cost whatever its prompt: the step in progress, the request's way in
+        and out)."""
         _, work, _, attn, _, _ = features(0, uncached_tokens, uncached_tokens + context_tokens, 0.0)
         t0, t1, _, t3, _, _ = self.ttft.theta
-        return max(0.0, t0 + max(0.0, t1) * work + max(0.0, t3) * attn)
+        return max(0.0, (t0 if fixed else 0.0) + max(0.0, t1) * work + max(0.0, t3) * attn)
 
     def forget_worker(self, worker_id: str) -> None:
         self.ratio.pop(worker_id, None)

@@ -104,9 +104,11 @@ def stalls_decodes(streaming: int, local_prefill_s: float | None, itl_target_s: 
     """The predicted rule's decode-side guard: prefilling here would hold up the `streaming` requests (past
     their first token) on the decode worker for longer than the ITL target.
 
-    `local_prefill_s` is this prompt's predicted prefill there, without the queue ahead: the engine step
-    that carries it is that much longer for every request in the batch. With the guard up, the prefill
-    goes remote however much sooner its own first token would come locally; only a full queue keeps it.
+    `local_prefill_s` is what this prompt's prefill compute there adds to the engine steps that carry it
+    (`TtftModel.prefill_seconds` without its fixed term, which every first token costs whatever its prompt,
+    nor the queue ahead): the streams in those steps are held up that much in all. With the guard up, the
+    prefill goes remote however much sooner its own first token would come locally; only a full queue
+    keeps it.
     """
     return streaming > 0 and itl_target_s > 0 and local_prefill_s is not None and local_prefill_s > itl_target_s
 

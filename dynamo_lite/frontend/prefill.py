@@ -73,7 +73,7 @@ class PrefillPlacer:
                 floor = remote_ttft_s(0.0, prefill_s, timings)
             if compare is not None and policy.rule == "predicted":
                 guard = stalls_decodes(router.streaming(worker.worker_id),
-                                       router.prefill_seconds(uncached, len(prompt) - uncached),
+                                       router.prefill_seconds(uncached, len(prompt) - uncached, fixed=False),
                                        router.config.itl_target_s)  # fmt: skip
         reason = decide_before_queue(worker.role, prefill_workers, uncached, policy, compare, floor, guard)
         if reason is not None:

@@ -297,6 +297,8 @@ def test_kv_is_the_old_name_of_blocks_and_only_ttft_predicts():
     assert blocks.prefill_seconds(1000) is None
     ttft = make()
     assert ttft.prefill_seconds(2000) == pytest.approx(0.02 + 0.03 * 2 + 0.0)  # the seed, no attention yet
+    # what the prompt's compute adds to the steps that carry it (the decode guard's stall): no fixed term
+    assert ttft.prefill_seconds(2000, fixed=False) == pytest.approx(0.03 * 2)
     assert ttft.route(list(range(64)), [A]).predicted_ttft_s == pytest.approx(0.02 + 0.03 * 0.064)
 
 
