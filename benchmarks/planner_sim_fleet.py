@@ -20,8 +20,9 @@ cluster does, in the frontend's order:
   itself decides, on what a live one is told: the engines' KV events after
   each pass, a load report per engine every `load_interval_s`, and its own
   request life cycle (start, first token, finish);
-- decide where prefill runs: the frontend's own functions
-  (`dynamo_lite.frontend.disagg`), called as its `PrefillPlacer.place` calls them,
+- decide where prefill runs: the two pure steps that the frontend's
+  `PrefillPlacer.place` takes (`place_before_queue`, then, if it needs the
+  queue's depth, `place_on_queue`, in `dynamo_lite.frontend.disagg`),
   on the chosen worker's role, the live prefill workers, the uncached tokens
   there and the prefill queue's depth. Under the `predicted` rule (ttft routing
   only) also on the router's predicted local TTFT, the remote path's (the
@@ -46,7 +47,7 @@ import gc
 import heapq
 import itertools
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from benchmarks.sim_routing import SimRouting
 from dynamo_lite.engines.mock.scheduler import Scheduler, SchedulerConfig, StepPlan
@@ -55,12 +56,10 @@ from dynamo_lite.engines.mock.timing import RooflineTiming, TimingModel
 from dynamo_lite.frontend.disagg import (
     DisaggPolicy,
     Reason,
+    Readings,
     RemoteTimings,
-    decide_before_queue,
-    decide_on_queue,
-    queue_wait_s,
-    remote_ttft_s,
-    stalls_decodes,
+    place_before_queue,
+    place_on_queue,
 )
 from dynamo_lite.planning.frontend_metrics import REMOTE_ELIGIBLE
 from dynamo_lite.protocol import Role
@@ -282,30 +281,24 @@ class Fleet:
             self._submit(w, self._seq(req, req.osl), req, is_prefill=False)
 
     def _place(self, w: Worker, req: Request) -> Reason:
-        """Where ``req``'s prefill runs, routed to ``w``: `PrefillPlacer.place`'s calls of the same functions."""
+        """Where ``req``'s prefill runs, routed to ``w``: as `PrefillPlacer.place`, by the same two pure steps."""
         policy = self.config.disagg
         uncached = req.isl - len(w.sched.pool.lookup_prefix(req.hashes)) * self.config.sched.block_size
         prefill = self.live(Role.PREFILL)
-        local = req.local_ttft_s
-        floor, guard = None, False
+        readings = Readings(w.role, len(prefill), uncached, req.local_ttft_s)
         if w.role is not Role.AGGREGATED and prefill and self.config.router == "ttft":
-            req.prefill_s = self.ttft_model.prefill_seconds(req.isl)
-            if self.remote.ready:
-                floor = remote_ttft_s(0.0, req.prefill_s, self.remote)
-            if local is not None and policy.rule == "predicted":
-                streaming = sum(s.first_token_at is not None for s in (*w.sched.running, *w.sched.waiting))
-                guard = stalls_decodes(streaming,
-                                       self.ttft_model.prefill_seconds(uncached, req.isl - uncached, fixed=False),
-                                       self.config.itl_target_s)  # fmt: skip
-        early = decide_before_queue(w.role, len(prefill), uncached, policy, local, floor, guard)
-        if early is not None:
-            return early
-        remote = None
-        if req.prefill_s is not None:
+            readings = replace(
+                readings,
+                prefill_s=self.ttft_model.prefill_seconds(req.isl),
+                stall_s=self.ttft_model.prefill_seconds(uncached, req.isl - uncached, fixed=False),
+                streaming=sum(s.first_token_at is not None for s in (*w.sched.running, *w.sched.waiting)),
+                itl_target_s=self.config.itl_target_s)
+        placement = place_before_queue(readings, policy, self.remote)
+        if placement is None:
             in_flight = sum(self._in_hand(p) for p in prefill)
-            req.wait_s = queue_wait_s(len(self.queue), in_flight, len(prefill), self.remote.job_s or req.prefill_s)
-            remote = req.wait_s + floor if floor is not None else None
-        return decide_on_queue(len(self.queue), policy, local, remote, guard)
+            placement = place_on_queue(readings, policy, self.remote, len(self.queue), in_flight)
+        req.prefill_s, req.wait_s = placement.prefill_s, placement.wait_s
+        return placement.reason
 
     def _seq(self, req: Request, max_tokens: int) -> Sequence:
         prompt = req.tokens if req.tokens is not None else [1] * req.isl

@@ -144,6 +144,62 @@ def decide_on_queue(queue_pending: int, policy: DisaggPolicy, local_ttft_s: floa
     return Reason.PREDICTED_LOCAL if remote_s >= local_ttft_s else Reason.REMOTE
 
 
+@dataclass(frozen=True)
+class Readings:
+    """What the placement reads of the routed worker before the prefill queue's depth (the router's figures)."""
+
+    role: Role
+    prefill_workers: int
+    uncached_tokens: int  # of the prompt, on that worker
+    local_ttft_s: float | None = None  # the router's predicted TTFT there (ttft routing)
+    comparable: bool = True  # False: that prediction counted blocks still on their way as cached: not compared
+    prefill_s: float | None = None  # this prompt's predicted prefill on a prefill worker
+    stall_s: float | None = None  # what its prefill there adds to the steps of the streams (`stalls_decodes`)
+    streaming: int = 0  # requests past their first token there
+    itl_target_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    reason: Reason
+    predicted_ttft_s: float | None  # of the path taken: the router's local one, or the remote one when known
+    prefill_s: float | None = None  # remote: this prompt's predicted prefill on a prefill worker
+    wait_s: float = 0.0  # remote: the predicted queue wait when the depth was read
+    guarded: bool = False  # remote only because the decode guard ruled the decode worker out
+
+
+def place_before_queue(r: Readings, policy: DisaggPolicy, timings: RemoteTimings) -> Placement | None:
+    """Where prefill runs when that needs no queue depth; None: read the depth and `place_on_queue`."""
+    compare, floor, guard = _predicted_terms(r, policy, timings)
+    reason = decide_before_queue(r.role, r.prefill_workers, r.uncached_tokens, policy, compare, floor, guard)
+    return None if reason is None else Placement(reason, r.local_ttft_s)
+
+
+def place_on_queue(r: Readings, policy: DisaggPolicy, timings: RemoteTimings, pending: int,
+                   in_flight: int) -> Placement:  # fmt: skip
+    """Where prefill runs, with `pending` jobs waiting in the prefill queue and `in_flight` being computed."""
+    compare, floor, guard = _predicted_terms(r, policy, timings)
+    wait = remote = None
+    if r.prefill_s is not None:
+        wait = queue_wait_s(pending, in_flight, r.prefill_workers, timings.job_s or r.prefill_s)
+        remote = wait + floor if floor is not None else None
+    reason = decide_on_queue(pending, policy, compare, remote, guard)
+    if reason is not Reason.REMOTE:
+        return Placement(reason, r.local_ttft_s)
+    guarded = guard and decide_on_queue(pending, policy, compare, remote) is Reason.PREDICTED_LOCAL
+    return Placement(reason, remote if remote is not None else r.local_ttft_s, r.prefill_s, wait or 0.0, guarded)
+
+
+def _predicted_terms(r: Readings, policy: DisaggPolicy,
+                     timings: RemoteTimings) -> tuple[float | None, float | None, bool]:  # fmt: skip
+    """The predicted rule's local side, the remote path's TTFT through an empty queue, and the decode guard."""
+    compare = r.local_ttft_s if r.comparable else None
+    floor = remote_ttft_s(0.0, r.prefill_s, timings) if r.prefill_s is not None and timings.ready else None
+    guard = policy.rule == "predicted" and compare is not None and stalls_decodes(r.streaming, r.stall_s,
+                                                                                   r.itl_target_s)  # fmt: skip
+    return compare, floor, guard
+
+
 def decide(worker_role: Role, prefill_workers: int, uncached_tokens: int, queue_pending: int,
            policy: DisaggPolicy) -> Reason:
     """The threshold rule's both steps at once (for callers that already know the queue depth)."""

@@ -26,10 +26,10 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from dynamo_lite.frontend.disagg import DisaggPolicy, Reason
+from dynamo_lite.frontend.disagg import DisaggPolicy, Placement, Reason
 from dynamo_lite.frontend.fleet import Fleet
 from dynamo_lite.frontend.metrics import FrontendMetrics, ModelMetrics
-from dynamo_lite.frontend.prefill import Placement, PrefillPlacer
+from dynamo_lite.frontend.prefill import PrefillPlacer
 from dynamo_lite.frontend.request import (
     EngineRefused,
     GenerationRequest,

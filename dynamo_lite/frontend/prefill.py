@@ -11,19 +11,18 @@ the first token of each remotely prefilled request.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from dataclasses import dataclass
 
 from dynamo_lite.frontend.disagg import (
     DisaggPolicy,
+    Placement,
+    Readings,
     Reason,
     RemoteTimings,
-    decide_before_queue,
-    decide_on_queue,
-    queue_wait_s,
-    remote_ttft_s,
-    stalls_decodes,
+    place_before_queue,
+    place_on_queue,
 )
 from dynamo_lite.frontend.fleet import ModelFleet
 from dynamo_lite.frontend.metrics import ModelMetrics
@@ -35,15 +34,6 @@ from router import Decision
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Placement:
-    reason: Reason
-    predicted_ttft_s: float | None  # of the path taken: the router's local one, or the remote one when known
-    prefill_s: float | None = None  # remote: this prompt's predicted prefill on a prefill worker
-    wait_s: float = 0.0  # remote: the predicted queue wait when the depth was read
-    guarded: bool = False  # remote only because the decode guard ruled the decode worker out
-
-
 class PrefillPlacer:
     def __init__(self, submitter: PrefillSubmitter | None, policy: DisaggPolicy, timeout_s: float) -> None:
         self.submitter = submitter
@@ -53,31 +43,25 @@ class PrefillPlacer:
 
     async def place(self, req: GenerationRequest, mm: ModelMetrics, fleet: ModelFleet, worker: WorkerRecord,
                     decision: Decision, prompt: list[int]) -> Placement:  # fmt: skip
-        policy = self.policy
         prefill_workers = fleet.count(Role.PREFILL) if self.submitter is not None else 0
         # Blocks that only a prompt just sent to this worker claims may still be in its prefill (or its KV still
         # on the way from a prefill worker): decide as if they were not there, and by the threshold rule, since
         # the local prediction counted them cached. Else a prompt that shares a prefix with one just sent would
         # prefill all of it on the decode worker.
         uncached = decision.confirmed_uncached_tokens
-        local = decision.predicted_ttft_s
-        compare = local if not decision.promised_tokens else None  # the predicted rule's local side
-        prefill_s = floor = None
-        guard = False
-        timings = self._timings(req.model)
+        readings = Readings(worker.role, prefill_workers, uncached, decision.predicted_ttft_s,
+                            comparable=not decision.promised_tokens)  # fmt: skip
         if worker.role is not Role.AGGREGATED and prefill_workers:
             router = fleet.router
-            # What the prefill worker computes is not indexed: the whole prompt (conservative).
-            prefill_s = router.prefill_seconds(len(prompt))
-            if prefill_s is not None and timings.ready:
-                floor = remote_ttft_s(0.0, prefill_s, timings)
-            if compare is not None and policy.rule == "predicted":
-                guard = stalls_decodes(router.streaming(worker.worker_id),
-                                       router.prefill_seconds(uncached, len(prompt) - uncached, fixed=False),
-                                       router.config.itl_target_s)  # fmt: skip
-        reason = decide_before_queue(worker.role, prefill_workers, uncached, policy, compare, floor, guard)
-        if reason is not None:
-            return Placement(reason, local)
+            readings = dataclasses.replace(
+                readings,
+                prefill_s=router.prefill_seconds(len(prompt)),  # the prefill worker's: the whole prompt
+                stall_s=router.prefill_seconds(uncached, len(prompt) - uncached, fixed=False),
+                streaming=router.streaming(worker.worker_id), itl_target_s=router.config.itl_target_s)
+        timings = self._timings(req.model)
+        early = place_before_queue(readings, self.policy, timings)
+        if early is not None:
+            return early
         assert self.submitter is not None
         try:
             depth = await self.submitter.depth(req.model)
@@ -85,16 +69,8 @@ class PrefillPlacer:
             mm.queue_depth.set(pending)
         except Exception as e:  # noqa: BLE001 - no depth known: treat the queue as backed up
             log.warning("request %s: prefill queue depth unavailable (%s); prefilling locally", req.request_id, e)
-            pending, in_flight = policy.max_prefill_queue, 0
-        wait = remote = None
-        if prefill_s is not None:
-            wait = queue_wait_s(pending, in_flight, prefill_workers, timings.job_s or prefill_s)
-            remote = wait + floor if floor is not None else None
-        reason = decide_on_queue(pending, policy, compare, remote, guard)
-        if reason is not Reason.REMOTE:
-            return Placement(reason, local)
-        guarded = guard and decide_on_queue(pending, policy, compare, remote) is Reason.PREDICTED_LOCAL
-        return Placement(reason, remote if remote is not None else local, prefill_s, wait or 0.0, guarded)
+            pending, in_flight = self.policy.max_prefill_queue, 0
+        return place_on_queue(readings, self.policy, timings, pending, in_flight)
 
     async def run(self, req: GenerationRequest, mm: ModelMetrics, worker: WorkerRecord, placement: Placement,
                   prompt: list[int]) -> tuple[KvTransferParams | None, Reason]:  # fmt: skip

@@ -66,8 +66,8 @@ def test_the_simulated_fleet_calls_the_frontends_decision(monkeypatch):
 
         monkeypatch.setattr(sim, name, call)
 
-    spy("decide_before_queue")
-    spy("decide_on_queue")
+    spy("place_before_queue")
+    spy("place_on_queue")
     fleet = sim.Fleet(sim.FleetConfig(disagg=DisaggPolicy(512, 8)), prefill=1, decode=1)
     short = sim.Request(0, 0.0, 200, 4, [])
     long = sim.Request(1, 0.0, 4096, 4, list(range(256)))
@@ -75,7 +75,7 @@ def test_the_simulated_fleet_calls_the_frontends_decision(monkeypatch):
         fleet.at(r.arrival, "arrival", r)
     fleet.run_until(30)
     # the short prompt is decided without the queue's depth, as the frontend decides it; the long one with it
-    assert calls == ["decide_before_queue", "decide_before_queue", "decide_on_queue"]
+    assert calls == ["place_before_queue", "place_before_queue", "place_on_queue"]
     assert short.reason is Reason.SHORT_PROMPT and long.reason is Reason.REMOTE
     assert short.done_at is not None and long.done_at is not None
     obs = fleet.observe()

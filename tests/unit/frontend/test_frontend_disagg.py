@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from dynamo_lite.frontend.disagg import (
     DisaggPolicy,
+    Placement,
+    Readings,
     Reason,
     RemoteTimings,
     decide,
     decide_before_queue,
     decide_on_queue,
+    place_before_queue,
+    place_on_queue,
     queue_wait_s,
     remote_ttft_s,
     stalls_decodes,
@@ -130,6 +136,49 @@ def test_the_decode_guard_sends_remote_what_the_prediction_would_keep_local() ->
 def test_the_threshold_rule_ignores_predictions() -> None:
     assert decide_before_queue(Role.DECODE, 2, 100, POLICY, 9.0, 0.1) is Reason.SHORT_PROMPT
     assert decide_on_queue(0, POLICY, 0.1, 9.0) is Reason.REMOTE
+
+
+# --- the two placement steps that the frontend and the simulation both take -------------------------
+def test_placement_by_the_predicted_rule_through_the_queue() -> None:
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    r = Readings(Role.DECODE, 2, 5000, local_ttft_s=2.0, prefill_s=0.4, stall_s=0.01, streaming=3, itl_target_s=0.05)
+    assert place_before_queue(r, PREDICTED, t) is None  # an empty queue would win: the depth decides
+    # 3 pending + half of 2 in flight, 0.5 s each (the jobs' mean, not this prompt's 0.4 s), over 2 workers: 1.0 s
+    assert place_on_queue(r, PREDICTED, t, pending=3, in_flight=2) == Placement(
+        Reason.REMOTE, pytest.approx(1.55), prefill_s=0.4, wait_s=1.0)  # 1.0 + 0.4 + 0.05 + 0.1
+    assert place_on_queue(r, PREDICTED, t, pending=7, in_flight=0) == Placement(Reason.PREDICTED_LOCAL, 2.0)
+    assert place_on_queue(r, PREDICTED, t, pending=8, in_flight=0) == Placement(Reason.QUEUE_FULL, 2.0)
+
+
+def test_placement_counts_what_only_the_decode_guard_sent_away() -> None:
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    r = Readings(Role.DECODE, 1, 3000, local_ttft_s=0.6, prefill_s=0.25, stall_s=0.2, streaming=2, itl_target_s=0.05)
+    assert place_before_queue(r, PREDICTED, t) is None
+    guarded = place_on_queue(r, PREDICTED, t, pending=1, in_flight=0)  # 0.5 + 0.25 + 0.15 = 0.9 s > 0.6 s local
+    assert guarded.reason is Reason.REMOTE and guarded.guarded and guarded.wait_s == 0.5
+    # remote sooner anyway (0.4 s): not counted as the guard's
+    assert not place_on_queue(r, PREDICTED, t, pending=0, in_flight=0).guarded
+    # the guard up: a remote path that loses even through an empty queue (0.4 s > 0.3 s) is not ruled out early
+    assert place_before_queue(dataclasses.replace(r, local_ttft_s=0.3), PREDICTED, t) is None
+    # no stream to hold up: the prediction keeps it local
+    assert place_on_queue(dataclasses.replace(r, streaming=0), PREDICTED, t, 1, 0).reason is Reason.PREDICTED_LOCAL
+
+
+def test_placement_by_the_threshold_rule_when_the_prediction_is_not_comparable() -> None:
+    t = ready_timings(overhead_s=0.05, first_token_s=0.1, job_s=0.5)
+    # the router's local prediction counted blocks still on their way as cached: threshold rule, guard off
+    r = Readings(Role.DECODE, 1, 3000, local_ttft_s=0.01, comparable=False, prefill_s=0.25, stall_s=0.2,
+                 streaming=2, itl_target_s=0.05)
+    assert place_before_queue(r, PREDICTED, t) is None
+    placed = place_on_queue(r, PREDICTED, t, pending=1, in_flight=0)
+    assert placed.reason is Reason.REMOTE and not placed.guarded
+    assert place_before_queue(dataclasses.replace(r, uncached_tokens=100), PREDICTED, t) == Placement(
+        Reason.SHORT_PROMPT, 0.01)
+    # before any remote prefill was timed the remote path has no prediction: the placement carries the local one
+    assert place_on_queue(dataclasses.replace(r, comparable=True), PREDICTED, RemoteTimings(), 0, 0) == Placement(
+        Reason.REMOTE, 0.01, prefill_s=0.25)
+    assert place_before_queue(Readings(Role.AGGREGATED, 1, 3000), PREDICTED, t) == Placement(
+        Reason.AGGREGATED_WORKER, None)
 
 
 def test_remote_timings_are_running_means_and_ready_once_a_transfer_was_timed() -> None:
