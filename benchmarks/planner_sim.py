@@ -147,7 +147,7 @@ def simulate(item: tuple[Run, argparse.Namespace, str]) -> dict:
     disagg = ALWAYS_REMOTE if run.kind in ("disaggregated",) or run.policy == "load" else conditional
     seed = Seed.from_profile([(p.isl, p.ttft_s) for p in EngineProfile.load().prefill])  # as the frontend seeds it
     config = FleetConfig(startup_s=args.startup_s, disagg=disagg, speedup=args.speedup, router=args.router,
-                         ttft_seed=seed, itl_target_s=args.itl_ms / 1000)
+                         ttft_seed=seed, itl_target_s=args.itl_ms / 1000 if args.itl_guard else 0.0)
     planner = None
     if run.static:
         agg = run.kind == "aggregated"
@@ -236,6 +236,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="conditional P/D: where prefill runs (cluster.yaml's frontend.disaggregation.decision): "
                         "threshold (by --max-local-prefill-tokens) or predicted (the sooner predicted first token, "
                         "with the decode guard at --itl-ms; ttft routing only)")
+    p.add_argument("--itl-guard", action=argparse.BooleanOptionalAction, default=True,
+                   help="the router's ITL guard and the predicted rule's decode guard, both at --itl-ms "
+                        "(cluster.yaml's frontend.router.itl_guard; --no-itl-guard: neither)")
     p.add_argument("--ttft-ms", type=float, default=2000.0, help="TTFT target")
     p.add_argument("--itl-ms", type=float, default=50.0, help="ITL target (mean per request)")
     p.add_argument("--budget", type=int, default=8, help="most workers: planners' budget, static fleets' largest")
