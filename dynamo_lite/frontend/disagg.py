@@ -18,6 +18,10 @@ In both, a queue holding `max_prefill_queue` jobs or more keeps prefill local.
 With no prefill workers, the threshold rule still labels the decision: a short
 prompt is `short_prompt`, a long one `no_prefill_workers` (what a prefill
 worker would have taken; the planner counts those when it weighs a prefill pool).
+
+`place_before_queue` and, when the answer needs the queue's depth, `place_on_queue` apply the
+rules to the `Readings` of the routed worker and return a `Placement`. The frontend's
+`PrefillPlacer` takes these two steps, and so does the planner simulation.
 """
 
 from __future__ import annotations
