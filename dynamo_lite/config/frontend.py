@@ -43,7 +43,10 @@ class RouterSpec(Section):
     """ttft mode: learn each worker's speed against the fleet's, for unlike workers. Off by default: on like
     workers, timing noise made the ratios send a worker 0.6x its share (arena, 4 mocks)."""
     itl_guard: bool = True
-    """ttft mode: pass over workers whose predicted inter-token latency breaks planner.itl_target_ms."""
+    """ttft mode: pass over workers whose predicted inter-token latency breaks planner.itl_target_ms. It also arms
+    the decode guard of disaggregation.decision: predicted; without it, that rule kept 62-99% of prefills on the
+    decode workers in the simulation and lost 37-87 points of SLO attainment with 4-7 prefill workers of 8
+    (docs/benchmarks.md). For routing alone, turning it off changed nothing measurable."""
     profile: str | None = None
     """ttft mode: engine profile JSON whose prefill points seed the TTFT model; null: planner.profile, else a generic seed."""
 
