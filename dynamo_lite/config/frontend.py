@@ -64,7 +64,7 @@ class DisaggregationSpec(Section):
 
 class AdmissionSpec(Section):
     reject_predicted_ttft_factor: Annotated[float, Field(gt=0)] | None = None
-    """Refuse a request with 429 and Retry-After before any engine sees it when the router's predicted time to its first token (router mode ttft; the remote prefill path's when that is taken) is over this many times planner.ttft_target_ms; Retry-After: the predicted excess, in whole seconds, at least 1. null: never refuse on prediction (requests wait in the admission queue)."""
+    """Refuse a request with 429 and Retry-After before any engine sees it when the router's predicted time to its first token (router mode ttft; the remote prefill path's when that is taken) is over this many times planner.ttft_target_ms. The time the request already spent in the frontend (a wait for an admission slot, its tokenization) counts, as its TTFT counts from its arrival. Retry-After: the predicted excess, in whole seconds, at least 1. null: never refuse on prediction (requests wait in the admission queue)."""
 
 
 class ApiKeysSpec(Section):

@@ -182,9 +182,14 @@ class RequestFlow:
                 fleet.router.on_request_finish(attempt, len(generated) - before if not whole else 0)
 
     def _admit(self, req: GenerationRequest, mm: ModelMetrics, predicted_s: float | None) -> None:
-        """Refuse the request (429) when its predicted TTFT is over `reject_ttft_s`; nothing was sent yet."""
+        """Refuse the request (429) when its predicted TTFT is over `reject_ttft_s`; nothing was sent yet.
+        Its TTFT counts from its arrival: the time it already spent here (a wait for an admission slot, its
+        tokenization, a frontend slow under a burst) is added to what the router predicts from now."""
         limit = self.settings.reject_ttft_s
-        if predicted_s is None or limit is None or predicted_s <= limit:
+        if predicted_s is None or limit is None:
+            return
+        predicted_s += time.monotonic() - req.arrival
+        if predicted_s <= limit:
             return
         mm.refused("predicted_ttft").inc()
         retry = max(1, math.ceil(predicted_s - self.settings.ttft_target_s))

@@ -49,6 +49,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
 LONG_INPUT_CHARS = 4096  # inputs this long are tokenized in a thread (about 2 ms of BPE; benchmarks/tokenize_bench.py)
 MODEL_LABEL = web.RequestKey("model_label", str)
+# When the whole body was in (time.monotonic()): a request's TTFT, its SLO and admission by predicted TTFT count
+# from here, so the wait for an admission slot and the tokenization count too, as its client sees them.
+RECEIVED = web.RequestKey("received", float)
 PRIORITY_HEADER = "X-Vllm-Priority"  # vLLM's: overrides the body's `priority`
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
@@ -76,6 +79,7 @@ def _counted(endpoint: str, handler: Handler) -> Handler:
         status = "500"
         try:
             raw = await _read_body(request, state.config.frontend.body_timeout_s)
+            request[RECEIVED] = time.monotonic()
             async with state.admission.slot(lambda: _head(raw, request).priority):
                 response = await handler(request)
             status = response.get(STATUS_LABEL, str(response.status))
@@ -248,7 +252,7 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     want_prompt = body.prompt_logprobs is not None
     sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), body.prompt_logprobs), want_prompt)
     reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
-                                "messages", tokenizer, want_prompt)  # fmt: skip
+                                "messages", tokenizer, want_prompt, request[RECEIVED])  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
     return Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
                 body.continuous_usage, prompt_logprobs_k=body.prompt_logprobs,
@@ -285,7 +289,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     sampling = plan.sampling_of(body, body.structured(), _engine_k(body.logprobs, prompt_k), want_prompt)
     reqs = plan.choice_requests(body, state.models[body.model], state.config.frontend.max_tokens_limit,
                                 _internal(rid), prompts, sampling, "prompt", tokenizer, want_prompt,
-                                min_one=body.max_tokens == 0)  # fmt: skip
+                                request[RECEIVED], min_one=body.max_tokens == 0)  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=False, include_usage=body.include_usage)
     p = Plan(shape, reqs, list(plan.completion_choices(body, prompts, texts, tokenizer)),
              [i // body.choices for i in range(len(reqs))], bool(body.stream), body.continuous_usage,

@@ -33,7 +33,7 @@ class FrontendMetrics:
                                     "those that waited, by priority band (high: priority < 0, default: 0, low: > 0)",
                                     ["band"], buckets=_LATENCY, registry=r)  # fmt: skip
         self.queue_time_by_band = {band: self.queue_time.labels(band) for band in BANDS}
-        self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival to first output token, of streamed requests (a whole answer comes at once)", ["model"],
+        self.ttft = Histogram(P + "time_to_first_token_seconds", "Arrival (the body received; a wait for an admission slot counts) to first output token, of streamed requests (a whole answer comes at once)", ["model"],
                               buckets=_LATENCY, registry=r)
         self.itl = Histogram(P + "inter_token_latency_seconds", "Time between output chunks, per token, of streamed requests", ["model"],
                              buckets=_ITL, registry=r)

@@ -4,7 +4,6 @@ tool_choice as structured output, request ids, and the output builders (choice.p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,15 +49,15 @@ def truncate(ids: list[int], body: OpenAiRequest, max_model_len: int) -> list[in
 
 
 def choice_requests(body: OpenAiRequest, spec: ModelSpec, cap: int | None, rid: str, prompts: list[list[int]],
-                    sampling: Sampling, param: str, tok: ModelTokenizer, prompt_logprobs: bool,
+                    sampling: Sampling, param: str, tok: ModelTokenizer, prompt_logprobs: bool, arrival: float,
                     min_one: bool = False) -> list[GenerationRequest]:  # fmt: skip
-    """One request per prompt and choice (index prompt * n + i); seeds differ per choice, as vLLM's n > 1."""
+    """One request per prompt and choice (index prompt * n + i); seeds differ per choice, as vLLM's n > 1.
+    ``arrival``: when the request was received (time.monotonic())."""
     n = body.choices
     if len(prompts) * n > 1024:
         raise ApiError(400, f"{len(prompts)} prompt(s) x n={n} is more than the 1024 choices one request may ask for.",
                        param="n", code="invalid_value")
     out = []
-    arrival = time.monotonic()
     for p, ids in enumerate(prompts):
         try:
             limit = 1 if min_one else body.output_limit()

@@ -4,10 +4,11 @@ NATS, etcd): a burst well beyond what the engine can prefill within the TTFT tar
 The engine runs Dynamo's mocker timing slowed 5x (a 700-token prefill takes about 0.14 s, and one
 runs at a time: max_num_batched_tokens 1024), against planner.ttft_target_ms 1000. A frontend that
 refuses by prediction first learns the engine's speed from rounds of 1 to 4 requests; then 40
-requests arrive at once. Its factor is 0.8: the headroom for the prediction's error (at factor 1
-the last admitted of a burst measured up to 12% over the target). Those it refuses come back with 429 and Retry-After before any engine
-sees them, within the target; those it admits reach their first token within the target. A second
-frontend without the refusal, on the same engine, shows that the same burst misses the target.
+requests are sent at once. Its factor is 0.8: the headroom for the prediction's error (at factor 1
+the last admitted of a burst measured up to 12% over the target). Those it refuses come back with 429
+and Retry-After before any engine sees them, within the target; those it admits reach their first
+token within the target of their arrival at the frontend. A second frontend without the refusal, on
+the same engine, shows that the same burst misses the target.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ async def ask(http: aiohttp.ClientSession, url: str, prompt: list[int]) -> Answe
         return Answer(200, first)
 
 
+def ttft_count(url: str, le: str) -> float:
+    """The frontend's streamed first tokens within `le` seconds of their arrival there."""
+    return metric(url, "dynamo_lite_frontend_time_to_first_token_seconds_bucket", model="agg", le=le)
+
+
 def prompts(n: int, seed: int, tokens: tuple[int, int] = (PROMPT_TOKENS, PROMPT_TOKENS)) -> list[list[int]]:
     rng = random.Random(seed)  # random tokens: no prefix is ever cached
     return [[rng.randrange(1, 30_000) for _ in range(rng.randint(*tokens))] for _ in range(n)]
@@ -101,6 +107,7 @@ def test_a_burst_beyond_capacity_gets_early_429s_and_the_admitted_meet_the_targe
     warm = asyncio.run(warm_up(fleet.url))
     assert [a.status for a in warm] == [200] * len(warm)
 
+    ttft_before = {le: ttft_count(fleet.url, le) for le in ("+Inf", f"{TARGET_S:.1f}")}
     answers = asyncio.run(burst(fleet.url, prompts(BURST, seed=2)))
     refused = [a for a in answers if a.status == 429]
     admitted = [a for a in answers if a.status == 200]
@@ -109,8 +116,11 @@ def test_a_burst_beyond_capacity_gets_early_429s_and_the_admitted_meet_the_targe
     assert all(a.code == "rate_limit_exceeded" and a.retry_after is not None and int(a.retry_after) >= 1
                for a in refused)  # fmt: skip
     assert max(a.seconds for a in refused) < TARGET_S, "refused early, not after a wait"
-    ttfts = sorted(a.seconds for a in admitted)
-    assert ttfts[-1] <= TARGET_S, f"admitted TTFTs {ttfts}"
+    # By the frontend's clock, from each request's arrival there: the clock its prediction, its TTFT
+    # histogram and its SLO count by. The client's own times (in the message) add the client's sending:
+    # late in a CI run on 2 busy cores, 40 requests at once reached the frontend over up to 0.8 s.
+    within, served = (ttft_count(fleet.url, le) - ttft_before[le] for le in (f"{TARGET_S:.1f}", "+Inf"))
+    assert within == served == len(admitted), f"client-side TTFTs {sorted(round(a.seconds, 3) for a in admitted)}"
     assert metric(fleet.url, "dynamo_lite_frontend_admission_rejections_total", model="agg",
                   reason="predicted_ttft") == len(refused)  # fmt: skip
 

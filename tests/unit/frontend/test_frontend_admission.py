@@ -171,3 +171,42 @@ async def test_a_request_predicted_in_time_is_served(harness) -> None:
     resp = await h.client.post(CHAT, json={"model": "m", "messages": HELLO})
     assert resp.status == 200 and len(h.engines.calls) == 1
     assert await h.metric("dynamo_lite_frontend_admission_rejections_total", reason="predicted_ttft") == 0
+
+
+async def _held_then_queued(h, gate: asyncio.Event, wait_s: float) -> tuple[asyncio.Task, asyncio.Task]:
+    """A first request holding the only slot until `gate`, and a second that waits `wait_s` behind it."""
+    admission = h.app[STATE].admission
+    first = asyncio.create_task(h.client.post(CHAT, json={"model": "m", "messages": HELLO}))
+    await eventually_async(lambda: admission.running == 1, timeout=5, interval=0.01, what="the first served")
+    second = asyncio.create_task(h.client.post(CHAT, json={"model": "m", "messages": HELLO, "stream": True}))
+    await eventually_async(lambda: admission.waiting == 1, timeout=5, interval=0.01, what="the second queued")
+    await asyncio.sleep(wait_s)
+    gate.set()
+    return first, second
+
+
+async def test_the_wait_for_an_admission_slot_counts_in_the_ttft(harness) -> None:
+    h = await harness(max_concurrent_requests=1, max_queued_requests=1)
+    gate = asyncio.Event()
+    h.add_worker("d0", script=Script(pieces(1), gate=gate))
+    first, second = await _held_then_queued(h, gate, 0.3)
+    assert (await first).status == 200
+    resp = await second
+    assert resp.status == 200
+    await resp.read()
+    assert await h.metric("dynamo_lite_frontend_time_to_first_token_seconds_count", model="m") == 1  # the stream's
+    assert await h.metric("dynamo_lite_frontend_time_to_first_token_seconds_sum", model="m") >= 0.3
+
+
+async def test_the_time_already_spent_counts_against_the_predicted_ttft(harness) -> None:
+    # 0.4 x the 500 ms target: 0.2 s admitted. The router's prediction for a short prompt on an idle
+    # worker is far under that; the second request has waited 0.3 s for its slot before it is predicted.
+    h = await harness(max_concurrent_requests=1, max_queued_requests=1, admission={"reject_predicted_ttft_factor": 0.4})
+    gate = asyncio.Event()
+    h.add_worker("d0", script=Script(pieces(1), gate=gate))
+    first, second = await _held_then_queued(h, gate, 0.3)
+    assert (await first).status == 200, "predicted in time, at once"
+    resp = await second
+    assert resp.status == 429 and "predicted time to first token" in (await resp.json())["error"]["message"]
+    assert len(h.engines.calls) == 1
+    assert await h.metric("dynamo_lite_frontend_admission_rejections_total", model="m", reason="predicted_ttft") == 1
