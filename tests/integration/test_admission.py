@@ -117,8 +117,9 @@ def test_a_burst_beyond_capacity_gets_early_429s_and_the_admitted_meet_the_targe
                for a in refused)  # fmt: skip
     assert max(a.seconds for a in refused) < TARGET_S, "refused early, not after a wait"
     # By the frontend's clock, from each request's arrival there: the clock its prediction, its TTFT
-    # histogram and its SLO count by. The client's own times (in the message) add the client's sending:
-    # late in a CI run on 2 busy cores, 40 requests at once reached the frontend over up to 0.8 s.
+    # histogram and its SLO count by. The client's own times (in the message) add its sending, which the
+    # frontend cannot see: in one CI run, late in the suite on 2 busy cores, 8 were admitted and the last
+    # first token came 1.15 s after the client began, as if the burst took ~0.8 s to reach the frontend.
     within, served = (ttft_count(fleet.url, le) - ttft_before[le] for le in (f"{TARGET_S:.1f}", "+Inf"))
     assert within == served == len(admitted), (f"client-side TTFTs {sorted(round(a.seconds, 3) for a in admitted)}; "
                                                f"last refusal at {max(a.seconds for a in refused):.3f} s")
