@@ -20,11 +20,12 @@ gone) closes the engine connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dynamo_lite.frontend.disagg import DisaggPolicy, Placement, Reason
 from dynamo_lite.frontend.fleet import Fleet
@@ -79,10 +80,48 @@ class RequestFlow:
         self.settings = settings
         self.placer = PrefillPlacer(submitter, settings.disagg, settings.prefill_timeout_s)
 
+    def flows(self, reqs: list[GenerationRequest], whole: bool) -> list[AsyncIterator[Piece | Outcome]]:
+        """One flow per choice. The choices of a beam search (`n` consecutive ones per prompt) share one."""
+        n = reqs[0].sampling.n if reqs[0].sampling.use_beam_search else None
+        if not n:
+            return [self.run(r, whole) for r in reqs]
+        return [flow for i in range(0, len(reqs), n) for flow in self._beams(reqs[i:i + n])]
+
+    def _beams(self, reqs: list[GenerationRequest]) -> list[AsyncIterator[Piece | Outcome]]:
+        """The choices of one beam search (`use_beam_search`, `n` beams): the first choice's request, sent once
+        (routed and migrated as any other), is answered by vLLM's own beam search on the engine with every beam,
+        best first. The first choice's flow runs it and hands each other choice its beam."""
+        answer: asyncio.Future[tuple[dict[int, Piece], Outcome]] = asyncio.get_running_loop().create_future()
+
+        async def lead() -> AsyncIterator[Piece | Outcome]:
+            pieces: dict[int, Piece] = {}
+            try:
+                async for event in self.run(reqs[0], whole=True):
+                    if isinstance(event, Outcome):
+                        answer.set_result((pieces, event))
+                    else:
+                        pieces[event.index] = event
+            finally:
+                if not answer.done():  # failed or closed: the other choices end with it
+                    answer.cancel()
+            async for event in beam(0):
+                yield event
+
+        async def beam(i: int) -> AsyncIterator[Piece | Outcome]:
+            pieces, outcome = await answer
+            piece = pieces.get(i, Piece("", [], outcome.finish_reason))  # (fewer beams: a vocabulary under 2n)
+            ids = piece.token_ids if piece.token_ids is not None else reqs[i].retokenize(piece.text)
+            yield piece
+            yield replace(outcome, completion_tokens=len(ids), finish_reason=piece.finish_reason,
+                          stop_reason=piece.stop_reason)
+
+        return [lead(), *(beam(i) for i in range(1, len(reqs)))]
+
     async def run(self, req: GenerationRequest, whole: bool = False) -> AsyncIterator[Piece | Outcome]:
         fleet = self.fleet.get(req.model)
         mm = self.metrics.for_model(req.model)
-        whole = whole and not req.sampling.echo  # prompt logprobs are read from a stream's first chunk
+        beam = bool(req.sampling.use_beam_search)  # the engine answers a beam search whole (as vLLM does)
+        whole = beam or (whole and not req.sampling.echo)  # prompt logprobs are read from a stream's first chunk
         generated: list[int] = []
         failed: set[WorkerId] = set()
         workers: list[WorkerId] = []
@@ -110,9 +149,10 @@ class RequestFlow:
             mm.routed(worker.worker_id, decision.mode.value).inc()
             mm.routed_overlap.inc(confirmed)
             mm.routed_promised.inc(decision.promised_tokens)
-            # Prompt logprobs need the prompt computed where the request runs, not shipped as KV.
-            placement = None if req.prompt_logprobs else await self.placer.place(req, mm, fleet, worker, decision,
-                                                                                 prompt)  # fmt: skip
+            # Prompt logprobs need the prompt computed where the request runs, not shipped as KV; a beam search
+            # sends the engine one request per beam and step, each a prefill of its own there.
+            placement = None if req.prompt_logprobs or beam else await self.placer.place(req, mm, fleet, worker,
+                                                                                         decision, prompt)  # fmt: skip
             if not workers and self.settings.reject_ttft_s is not None:  # admission by prediction, once
                 self._admit(req, mm, placement.predicted_ttft_s if placement else decision.predicted_ttft_s)
             kv_params = await self._prefill(req, mm, worker, placement, prompt) if placement else None
@@ -146,12 +186,14 @@ class RequestFlow:
                         echo_pending = False
                     yield piece
                 # The engine's count where it reports one (vLLM with --enable-prompt-tokens-details,
-                # the mock), else the router's estimate; after a migration, the last worker's.
-                cached = usage.cached_tokens if usage.cached_tokens is not None else decision.overlap_tokens
+                # the mock), else the router's estimate; after a migration, the last worker's. vLLM's beam
+                # search reports none, and nor does its answer here.
+                cached = usage.cached_tokens if usage.cached_tokens is not None else \
+                    None if beam else decision.overlap_tokens
                 met = timing.within(self.settings.ttft_target_s, self.settings.itl_target_s)
                 mm.slo[met].inc()
-                yield Outcome(len(generated), min(cached, len(req.prompt_ids)), finish_reason, tuple(workers),
-                              migrations, stop_reason)
+                yield Outcome(len(generated), None if cached is None else min(cached, len(req.prompt_ids)),
+                              finish_reason, tuple(workers), migrations, stop_reason)
                 return
             except (WorkerFailed, UpstreamTimeout) as e:
                 # A worker that stopped answering (frozen, partitioned) is failed for this request too.

@@ -249,13 +249,14 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     ids = plan.truncate(ids, body, spec.max_model_len)
     rid = id_prefix + _base_id(request, body.request_id)
     _log_fields(rid, check)
-    want_prompt = body.prompt_logprobs is not None
-    sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), body.prompt_logprobs), want_prompt)
+    want_prompt = body.prompt_logprobs is not None and not body.use_beam_search  # (vLLM's beam search: none)
+    prompt_k = body.prompt_logprobs if want_prompt else None
+    sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), prompt_k), want_prompt)
     reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
                                 "messages", tokenizer, want_prompt, request[RECEIVED])  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
     return Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
-                body.continuous_usage, prompt_logprobs_k=body.prompt_logprobs,
+                body.continuous_usage, prompt_logprobs_k=prompt_k,
                 chat_prompt_ids=bool(body.return_token_ids), token_text=plan.token_texts(body, tokenizer),
                 header={"X-Request-Id": rid[len(id_prefix):]})  # fmt: skip
 
@@ -271,6 +272,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if body.prompt_logprobs is not None and body.stream:
         raise ApiError(400, "`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs",
                        code="invalid_value")
+    if body.use_beam_search:  # vLLM's checks; its beam search computes no prompt logprobs (nor returns them)
+        if body.stream:
+            raise ApiError(400, "Streaming is not currently supported with beam search", param="use_beam_search",
+                           code="invalid_value")
+        if body.echo and body.logprobs is not None:
+            raise ApiError(400, "`echo` with `logprobs` is not supported with beam search because beam search does "
+                                "not compute prompt logprobs.", param="echo", code="invalid_value")
     prompts: list[list[int]] = []
     texts: list[str] = []
     special = body.add_special_tokens is not False
@@ -284,8 +292,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
         prompts.append(plan.truncate(ids, body, state.models[body.model].max_model_len))
     rid = "cmpl-" + _base_id(request, body.request_id)
     _log_fields(rid, check)
-    want_prompt = body.prompt_logprobs is not None or bool(body.echo and body.logprobs is not None)
-    prompt_k = body.prompt_logprobs if body.prompt_logprobs is not None else (body.logprobs if body.echo else None)
+    want_prompt = not body.use_beam_search and (body.prompt_logprobs is not None or bool(body.echo and
+                                                                                          body.logprobs is not None))
+    prompt_k = None if not want_prompt else body.prompt_logprobs if body.prompt_logprobs is not None else body.logprobs
     sampling = plan.sampling_of(body, body.structured(), _engine_k(body.logprobs, prompt_k), want_prompt)
     reqs = plan.choice_requests(body, state.models[body.model], state.config.frontend.max_tokens_limit,
                                 _internal(rid), prompts, sampling, "prompt", tokenizer, want_prompt,
@@ -354,7 +363,7 @@ async def _generate(request: web.Request, state: FrontendState, p: Plan) -> web.
     mm.in_flight.inc()
     flow = state.flow
     try:
-        response = await serve(request, p, [flow.run(r, whole=not p.stream) for r in p.requests])
+        response = await serve(request, p, flow.flows(p.requests, whole=not p.stream))
         if len(p.outcomes) == len(p.requests):
             prompts = {p.prompt_of[i]: len(r.prompt_ids) for i, r in enumerate(p.requests)}
             mm.input_tokens.inc(sum(prompts.values()))

@@ -8,6 +8,9 @@ text with the model's tokenizer (`token_text`, cached per id), as vLLM does:
 - chat: a `content` list of `{token, logprob, bytes, top_logprobs: [k entries]}`, the sampled token
   first (as vLLM lists them);
 - prompt_logprobs: per prompt position None (the first) or `{id: {logprob, rank, decoded_token}}`.
+
+A beam search's logprobs are vLLM's of one beam step: the alternatives are those the engine listed for
+the step (in its order), whichever token the beam took; a chat entry's own `bytes` are null.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class CompletionLogprobs:
 
     k: int
     text: Callable[[int], str]  # token id -> its text (or `token_id:N`)
+    beam_search: bool = False  # the engine's k + 1 alternatives as they are, as vLLM writes a beam's
     offset: int = 0
 
     def body(self, entries: list[TokenLogprob | None], token_ids: list[int]) -> dict[str, Any]:
@@ -44,14 +48,15 @@ class CompletionLogprobs:
                 tops.append(None)
                 continue
             token_logprobs.append(max(entry.logprob, FLOOR))
-            top = {token: max(entry.logprob, FLOOR)}
-            for alt, lp in entry.top[: max(self.k, 0) if self.k >= 0 else None]:
+            top = {} if self.beam_search else {token: max(entry.logprob, FLOOR)}
+            for alt, lp in entry.top[: max(self.k, 0) if self.k >= 0 and not self.beam_search else None]:
                 top.setdefault(self.text(alt), max(lp, FLOOR))
             tops.append(top)
         return {"text_offset": offsets, "token_logprobs": token_logprobs, "tokens": tokens, "top_logprobs": tops}
 
 
-def chat_content(entries: list[TokenLogprob | None], k: int, text: Callable[[int], str]) -> list[dict[str, Any]]:
+def chat_content(entries: list[TokenLogprob | None], k: int, text: Callable[[int], str],
+                 beam_search: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """The `content` list of a chat choice's logprobs."""
     out = []
     for entry in entries:
@@ -59,10 +64,12 @@ def chat_content(entries: list[TokenLogprob | None], k: int, text: Callable[[int
             continue
         token = text(entry.token_id)
         # vLLM's list: the first k of the sampled token, then the most likely (so when sampling picked a less
-        # likely token, it is first, and the most likely k - 1 follow)
-        ranked = [(entry.token_id, entry.logprob), *(a for a in entry.top if a[0] != entry.token_id)]
+        # likely token, it is first, and the most likely k - 1 follow); a beam's: the first k the step listed
+        ranked = list(entry.top) if beam_search else \
+            [(entry.token_id, entry.logprob), *(a for a in entry.top if a[0] != entry.token_id)]
         alternatives = ranked if k < 0 else ranked[:k]
-        out.append({"token": token, "logprob": max(entry.logprob, FLOOR), "bytes": list(token.encode()),
+        out.append({"token": token, "logprob": max(entry.logprob, FLOOR),
+                    "bytes": None if beam_search else list(token.encode()),
                     "top_logprobs": [{"token": (t := text(alt)), "logprob": max(lp, FLOOR), "bytes": list(t.encode())}
                                      for alt, lp in alternatives]})  # fmt: skip
     return out

@@ -20,7 +20,9 @@ from dynamo_lite.protocol import RequestId
 
 def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs_k: int | None,
                 echo: bool) -> Sampling:  # fmt: skip
-    """vLLM's SamplingParams fields of the body, by their request names."""
+    """vLLM's SamplingParams fields of the body, by their request names. With `use_beam_search` they go to the
+    engine as they are, with the beam width `n`: vLLM's beam search takes the fields it uses and ignores the
+    rest, and so does it here."""
     return Sampling(
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, seed=body.seed,
         stop=body.stop_list(), stop_token_ids=tuple(body.stop_token_ids or ()),
@@ -33,7 +35,9 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
         spaces_between_special_tokens=None if body.spaces_between_special_tokens else False,
         logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
         cache_salt=body.cache_salt, thinking_token_budget=body.thinking_token_budget,
-        repetition_detection=body.repetition_detection,
+        repetition_detection=body.repetition_detection, use_beam_search=body.use_beam_search or None,
+        n=body.choices if body.use_beam_search else None,
+        length_penalty=body.length_penalty if body.use_beam_search else None,
     )  # fmt: skip
 
 
@@ -117,7 +121,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
         tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=body.logprobs_k(), echo=last.text() if body.echo and last.role == role else "",
-        return_token_ids=bool(body.return_token_ids), role=role,
+        return_token_ids=bool(body.return_token_ids), role=role, beam_search=body.use_beam_search,
     )  # fmt: skip
 
 
@@ -137,7 +141,7 @@ def completion_choices(body: CompletionRequest, prompts: list[list[int]], texts:
     out = []
     for p, ids in enumerate(prompts):
         for i in range(body.choices):
-            lp = CompletionLogprobs(body.logprobs, text) if body.logprobs is not None else None
+            lp = CompletionLogprobs(body.logprobs, text, body.use_beam_search) if body.logprobs is not None else None
             echo = ("" if body.return_token_ids else texts[p]) if body.echo else None  # vLLM: ids, not text
             out.append(CompletionChoice(p * body.choices + i, echo, ids, lp, bool(body.return_token_ids)))
     return out

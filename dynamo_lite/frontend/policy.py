@@ -31,7 +31,6 @@ IGNORED: dict[str, str] = {
     "prompt_cache_retention": "prefix caching is automatic",
     "function_call": "legacy functions API, ignored by vLLM too (use tools)",
     "functions": "legacy functions API, ignored by vLLM too (use tools)",
-    "length_penalty": "beam search only",
     "early_stopping": "beam search only",
     "watermarking": "not forwarded",
     "stream_interval": "the frontend streams as engines send",
@@ -49,7 +48,6 @@ IGNORED: dict[str, str] = {
 # Declared by the request models with only their inert value (schemas.py), so the OpenAPI document says so too;
 # anything else is a 400 with this reason.
 REFUSED: dict[str, str] = {
-    "use_beam_search": "beam search is not served (vLLM serves it outside its OpenAI sampling path)",
     "best_of": "best_of > 1 is not served (vLLM V1 removed it)",
     "suffix": "suffix needs a fill-in-the-middle model, and vLLM refuses it for others",
     "logprob_token_ids": "logprobs of chosen token ids are not served; use top_logprobs",

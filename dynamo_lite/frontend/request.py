@@ -49,6 +49,9 @@ class Sampling:
     cache_salt: str | None = None
     thinking_token_budget: int | None = None
     repetition_detection: dict[str, Any] | None = None
+    use_beam_search: bool | None = None  # the engine's beam search: one request answers `n` choices
+    n: int | None = None
+    length_penalty: float | None = None
 
     def fields(self) -> dict[str, Any]:
         """The engine request's fields: those set. Logprob tokens come back as `token_id:N`."""
@@ -83,7 +86,8 @@ class GenerationRequest:
 
 @dataclass(frozen=True, slots=True)
 class TokenLogprob:
-    """One position's logprob: the token there and the engine's top alternatives, best first."""
+    """One position's logprob: the token there and the engine's top alternatives, best first (a beam search's:
+    in the engine's order)."""
 
     token_id: int
     logprob: float
@@ -100,6 +104,7 @@ class Piece:
     logprobs: list[TokenLogprob] | None = None  # one per token of the piece, when asked for
     prompt_logprobs: list[TokenLogprob | None] | None = None  # in the first piece, when asked for (first is None)
     stop_reason: int | str | None = None  # the stop string or token id that ended it
+    index: int = 0  # the engine's choice: a beam search answers several
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,8 @@ class Outcome:
     """How a served request ended: the last thing the flow yields."""
 
     completion_tokens: int
-    cached_tokens: int  # prompt tokens the engine found cached (the last worker's, after a migration)
+    cached_tokens: int | None  # prompt tokens the engine found cached (the last worker's, after a migration);
+    # None: not known (vLLM's beam search counts none)
     finish_reason: str | None
     workers: tuple[WorkerId, ...]  # every worker tried, in order
     migrations: int

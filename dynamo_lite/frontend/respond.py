@@ -59,11 +59,11 @@ class Plan:
 
     def usage(self) -> dict[str, Any]:
         prompts = {p: len(self.requests[i].prompt_ids) for i, p in enumerate(self.prompt_of)}
-        cached: dict[int, int] = {}
+        cached: dict[int, int | None] = {}
         for i, outcome in sorted(self.outcomes.items()):
             cached.setdefault(self.prompt_of[i], outcome.cached_tokens)
-        return usage_body(sum(prompts.values()), sum(o.completion_tokens for o in self.outcomes.values()),
-                          sum(cached.values()))
+        known = None if None in cached.values() else sum(n for n in cached.values() if n is not None)
+        return usage_body(sum(prompts.values()), sum(o.completion_tokens for o in self.outcomes.values()), known)
 
 
 async def serve(request: web.Request, plan: Plan, flows: list[AsyncIterator[Piece | Outcome]]) -> web.StreamResponse:

@@ -53,7 +53,6 @@ def _json_number(literal: str) -> int | float:
 _JSON = msgspec.json.Decoder(float_hook=_json_number)
 MAX_MESSAGES = 2048  # as OpenAI's API
 MAX_CHOICES = 1024  # prompts x n of one request: each is its own engine request
-FalseOnly = Annotated[Literal[False], _of_type(bool)]
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]  # what engines take (vLLM: a torch.long)
 TokenId = Annotated[int, Field(ge=0, le=2**31 - 1)]  # an index into a vocabulary (the router packs them as uint32)
 TokenIds = Annotated[list[TokenId], Field(min_length=1)]
@@ -118,8 +117,9 @@ class _Sampling(_Body):
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     thinking_token_budget: Annotated[int, Field(ge=-1)] | None = None
     repetition_detection: dict[str, Any] | None = None
+    use_beam_search: bool = False  # the engine's own beam search, n beams (flow.py, `beam_flows`)
+    length_penalty: float = 1.0  # beam search only, as in vLLM
     # --- refused unless inert (policy.REFUSED says why) ---
-    use_beam_search: FalseOnly = False
     best_of: Annotated[Literal[1], _of_type(int)] | None = None
     logprob_token_ids: None = None
     chat_template: None = None

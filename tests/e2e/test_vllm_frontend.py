@@ -312,6 +312,15 @@ SAME_ANSWERS = {
     "completion, max_tokens null": (COMPLETIONS_PATH, {**_completion("Hi"), "max_tokens": None}),
     "completion, echo and logprobs, no output (lm-eval's loglikelihood)": (COMPLETIONS_PATH, _completion(
         "The capital of France is Paris", echo=True, logprobs=1, max_tokens=0)),  # fmt: skip
+    "completion, beam search": (COMPLETIONS_PATH, _completion("The capital of France is", use_beam_search=True, n=2)),
+    "completion, beam search, a batch, logprobs, token ids": (COMPLETIONS_PATH, _completion(
+        ["The capital of France is", "One plus one is"], use_beam_search=True, n=3, logprobs=2, return_token_ids=True,
+        length_penalty=0.5)),  # fmt: skip
+    "chat, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, logprobs=True, top_logprobs=1)),
+    "chat, stream, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, stream=True)),
+    "refused: completion, stream, beam search": (COMPLETIONS_PATH, _completion("x", use_beam_search=True, stream=True)),
+    "refused: beam search, echo and logprobs": (COMPLETIONS_PATH, _completion("x", use_beam_search=True, echo=True,
+                                                                              logprobs=1)),
     "refused by the engine: logprobs -1": (COMPLETIONS_PATH, _completion("x", logprobs=-1)),
     "tokenize a prompt": ("/tokenize", {"model": "smollm2", "prompt": "Hello world", "return_token_strs": True}),
     "tokenize messages": ("/tokenize", {"model": "smollm2", "messages": [

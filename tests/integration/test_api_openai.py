@@ -184,6 +184,34 @@ def post(url: str, path: str, body: dict) -> dict:
         return json.loads(resp.read())
 
 
+def decisions(url: str) -> float:
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("dynamo_lite_frontend_routing_decisions_total{"))
+
+
+def test_beam_search_is_one_engine_request_per_prompt(url: str, client: openai.OpenAI) -> None:
+    """use_beam_search: n beams from one engine request per prompt (vLLM's own beam search runs on the engine),
+    whole, streamed as chat, and refused where vLLM refuses it."""
+    before = decisions(url)
+    out = client.completions.create(model="a", prompt=["t1 t2 t3", "t4"], n=3, max_tokens=4,
+                                    extra_body={"use_beam_search": True, "length_penalty": 0.5})
+    assert decisions(url) == before + 2  # one per prompt, not one per choice
+    assert [c.index for c in out.choices] == list(range(6)) and all(c.text for c in out.choices)
+    assert out.usage.completion_tokens == 24
+    chat = client.chat.completions.create(model="a", messages=HI, n=2, max_tokens=3, stream=True,
+                                          stream_options={"include_usage": True},
+                                          extra_body={"use_beam_search": True})  # fmt: skip
+    chunks = list(chat)
+    texts = {i: "".join(ch.delta.content or "" for c in chunks for ch in c.choices if ch.index == i) for i in (0, 1)}
+    assert all(texts.values()) and chunks[-1].usage.completion_tokens == 6 and decisions(url) == before + 3
+    for extra, param in (({"stream": True}, "use_beam_search"), ({"echo": True, "logprobs": 1}, "echo")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="a", prompt="x", max_tokens=2,
+                                      extra_body={"use_beam_search": True, **extra})  # type: ignore[arg-type]
+        assert e.value.body["param"] == param  # type: ignore[index]
+
+
 def test_many_choices(client: openai.OpenAI) -> None:
     """50 prompts x n=4: 200 engine requests, merged in index order."""
     out = client.completions.create(model="a", prompt=[f"t{i}" for i in range(50)], n=4, max_tokens=2)

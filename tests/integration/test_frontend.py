@@ -11,9 +11,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -240,6 +242,39 @@ def test_disconnect_aborts_and_killed_worker_migrates(tmp_path: Path, tiny_model
         survivor = next(w for w in records if w != victim)
         assert metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=survivor) == \
             routed_before[survivor] + 1
+    finally:
+        stop_fleet(f, agent_processes)
+
+
+def test_a_beam_search_moves_whole_off_a_killed_worker(tmp_path: Path, tiny_model: Path,
+                                                       agent_processes: SimpleNamespace) -> None:  # fmt: skip
+    """A beam search is one engine request answered whole: its worker (agent and engine) killed while it runs,
+    the request is sent again to the other worker, and every beam comes back in full."""
+    f = start_fleet(tmp_path, tiny_model, agent_processes, {"d0": "decode", "d1": "decode"}, SLOW_POOLS,
+                    "{max_migrations: 2}", {"m": {"decode": 2}})
+    try:
+        records = f.records()
+        before = {w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w) for w in records}
+        with ThreadPoolExecutor(1) as pool:  # 300 tokens take ~3 s here
+            answer = pool.submit(f.client().completions.create, model="m", prompt="Tell a long story.", n=2,
+                                 max_tokens=300, extra_body={"use_beam_search": True, "ignore_eos": True})
+            routed: dict[str, float] = {}
+
+            def routed_once() -> bool:
+                routed.update({w: metric(f.url, "dynamo_lite_frontend_routing_decisions_total", worker=w)
+                               for w in records})  # fmt: skip
+                return sum(routed.values()) == sum(before.values()) + 1
+
+            eventually(routed_once, timeout=10, what="the beam search to be routed")
+            (victim,) = [w for w, n in routed.items() if n == before[w] + 1]
+            time.sleep(0.5)
+            assert not answer.done()
+            os.kill(f.agents[victim].proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+            os.kill(records[victim].pid, signal.SIGKILL)  # its engine
+            out = answer.result(timeout=60)
+        assert [c.index for c in out.choices] == [0, 1] and out.usage.completion_tokens == 600
+        assert [c.finish_reason for c in out.choices] == ["length", "length"]
+        assert metric(f.url, "dynamo_lite_frontend_migrations_total", reason="whole_request") == 1
     finally:
         stop_fleet(f, agent_processes)
 

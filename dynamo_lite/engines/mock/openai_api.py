@@ -60,6 +60,7 @@ class _OpenAiRequest(_Body):
     structured_outputs: dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None  # mock_output: a scripted completion (output.py)
+    use_beam_search: bool = False  # n sequences, not a search (server.py)
 
     def structured(self) -> dict[str, Any] | None:
         rf = self.response_format or {}

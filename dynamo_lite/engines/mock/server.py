@@ -6,11 +6,12 @@ app's (aiohttp cleanup_ctx); on shutdown in-flight requests are aborted first.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import msgspec
@@ -63,6 +64,7 @@ class Job:
     xargs: dict[str, Any] | None = None
     structured: dict[str, Any] | None = None
     continuous_usage: bool = False
+    beam_search: bool = False  # use_beam_search, with n beams
 
 
 STATE = web.AppKey("state", ServerState)
@@ -228,7 +230,7 @@ def _job(state: ServerState, body: CompletionRequest | ChatRequest, ids: list[in
                bool(opts and opts.include_usage), body.kv_transfer_params, body.stop_list(),
                body.include_stop_str_in_output, body.ignore_eos, body.min_tokens, logprobs, echo,
                body.return_tokens_as_token_ids, body.vllm_xargs, body.structured(),
-               bool(opts and opts.continuous_usage_stats))  # fmt: skip
+               bool(opts and opts.continuous_usage_stats), body.use_beam_search)  # fmt: skip
 
 
 def _sequence(state: ServerState, job: Job, rid: str) -> tuple[Sequence, list[str]]:
@@ -324,12 +326,44 @@ class _Writer:
 async def _serve(
     request: web.Request, state: ServerState, job: Job, shape: Shape, rid: str, model: str
 ) -> web.StreamResponse:
+    if job.beam_search:
+        return _json(await _beam_search(state, job, shape, rid, model))
     seq, pieces = _sequence(state, job, rid)
+    if not job.stream:
+        return _json(await _whole(state, job, seq, pieces, shape, rid, model))
+    stream = state.engine.submit(seq, rid)
+    try:
+        return await _stream(request, state, stream, shape, rid, model, _Writer(state, job, seq, pieces))
+    finally:
+        if seq.finish_reason is None:
+            state.engine.abort(seq.request_id)  # the client went away or the server is stopping
+
+
+async def _beam_search(state: ServerState, job: Job, shape: Shape, rid: str, model: str) -> dict[str, Any]:
+    """`use_beam_search` with `n` beams, answered whole as vLLM answers it, in the mock's terms: `n` sequences of
+    the prompt (seeds seed .. seed + n - 1), run at once. The mock has no model to score beams with: this is the
+    load and the shape of a beam search, not what one finds."""
+    if job.stream:
+        raise ApiError(400, "Streaming is not currently supported with beam search")
+    seed = state.args.seed if job.seed is None else job.seed
+    beams = [replace(job, n=1, seed=seed + i, beam_search=False) for i in range(job.n)]
+    runs = [(b, *_sequence(state, b, rid)) for b in beams]  # (each checked before any runs)
+    async with asyncio.TaskGroup() as group:  # one failing (or the client gone) ends them all
+        tasks = [group.create_task(_whole(state, b, seq, pieces, shape, rid, model)) for b, seq, pieces in runs]
+    answers = [t.result() for t in tasks]
+    out = answers[0]
+    out["choices"] = [{**a["choices"][0], "index": i} for i, a in enumerate(answers)]
+    done = sum(a["usage"]["completion_tokens"] for a in answers)
+    out["usage"] = {**out["usage"], "completion_tokens": done, "total_tokens": out["usage"]["prompt_tokens"] + done}
+    return out
+
+
+async def _whole(state: ServerState, job: Job, seq: Sequence, pieces: list[str], shape: Shape, rid: str,
+                 model: str) -> dict[str, Any]:  # fmt: skip
+    """One request's answer, whole."""
     stream = state.engine.submit(seq, rid)
     writer = _Writer(state, job, seq, pieces)
     try:
-        if job.stream:
-            return await _stream(request, state, stream, shape, rid, model, writer)
         texts: list[str] = []
         lps: list[dict[str, Any]] = []
         async for events in stream.batches():
@@ -340,7 +374,7 @@ async def _serve(
                 break
         result = _result(state, seq, rid, model)
         logprobs = {k: [v for lp in lps for v in lp[k]] for k in lps[0]} if lps else None
-        return _json(shape.full(result, "".join(texts), logprobs, writer.text.stopped))
+        return shape.full(result, "".join(texts), logprobs, writer.text.stopped)
     finally:
         if seq.finish_reason is None:
             state.engine.abort(seq.request_id)  # the client went away or the server is stopping

@@ -81,3 +81,17 @@ def test_chat_top_logprobs_list_the_sampled_token_first() -> None:
     for k, listed in ((1, ["b"]), (2, ["b", "a"]), (3, ["b", "a", "c"]), (0, [])):
         (content,) = chat_content([entry], k, texts)
         assert [t["token"] for t in content["top_logprobs"]] == listed
+
+
+def test_a_beam_s_logprobs_list_what_the_step_listed() -> None:
+    """vLLM writes a beam step's logprobs from the step's own list: its first alternatives whichever token the beam
+    took (here the second best), and in chat no bytes of the token itself."""
+    texts = {4: "a", 5: "b", 6: "c"}.__getitem__
+    entry = TokenLogprob(5, -1.0, ((4, -0.5), (5, -1.0), (6, -2.0)))  # the engine's k + 1 = 3, for k = 2
+    assert CompletionLogprobs(2, texts, beam_search=True).body([entry], [5])["top_logprobs"] == [
+        {"a": -0.5, "b": -1.0, "c": -2.0}]
+    narrow = TokenLogprob(6, -2.0, ((4, -0.5), (5, -1.0)))  # k = 1: the token taken is not among them
+    assert CompletionLogprobs(1, texts, beam_search=True).body([narrow], [6])["top_logprobs"] == [
+        {"a": -0.5, "b": -1.0}]
+    [content] = chat_content([entry], 1, texts, beam_search=True)
+    assert content["bytes"] is None and [t["token"] for t in content["top_logprobs"]] == ["a"]
