@@ -35,7 +35,8 @@ class ChatOptions:
     echo: str = ""  # chat echo: the last message's content when its role is the answer's
     return_token_ids: bool = False
     role: str = "assistant"  # the answer's role: without add_generation_prompt, the last message's (as vLLM)
-    beam_search: bool = False  # logprobs as vLLM writes a beam's (logprobs.py)
+    logprobs_listed: bool = False  # the alternatives as the engine listed them (logprobs.py)
+    beam_search: bool = False  # ... as vLLM writes a beam's
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -136,7 +137,8 @@ class ChatChoice:
         if piece is not None:
             self.token_ids.extend(piece.token_ids or ())
             if self.opts.top_logprobs is not None and piece.logprobs:
-                entries = chat_content(piece.logprobs, self.opts.top_logprobs, self.token_text, self.opts.beam_search)
+                entries = chat_content(piece.logprobs, self.opts.top_logprobs, self.token_text,
+                                       self.opts.logprobs_listed, self.opts.beam_search)
                 self.logprobs.extend(entries)
                 logprobs = {"content": entries}
         if not delta and logprobs is None and outcome is None:

@@ -149,6 +149,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if top is not None and (top == -1 or top > 0) and not body.logprobs:
         raise ApiError(400, "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs",
                        code="invalid_value")
+    if body.logprob_token_ids and not body.logprobs:
+        raise ApiError(400, "when using `logprob_token_ids`, `logprobs` must be set to true.",
+                       param="logprob_token_ids", code="invalid_value")
     return await _generate(request, state, await _chat_plan(request, state, body, check, len(raw), "chatcmpl-"))
 
 
@@ -159,6 +162,9 @@ def _as_vllm_checks(state: FrontendState, body: ChatCompletionRequest | Completi
         body.model = next(iter(state.models), None)
     if body.stream_options is not None and body.stream_options.model_fields_set and not body.stream:
         raise ApiError(400, "Stream options can only be defined when `stream=True`.", param="stream_options",
+                       code="invalid_value")
+    if body.logprob_token_ids and body.use_beam_search:
+        raise ApiError(400, "`logprob_token_ids` is not supported with beam search.", param="logprob_token_ids",
                        code="invalid_value")
 
 
@@ -279,6 +285,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if body.echo and body.logprobs is not None:
             raise ApiError(400, "`echo` with `logprobs` is not supported with beam search because beam search does "
                                 "not compute prompt logprobs.", param="echo", code="invalid_value")
+    if body.logprob_token_ids:
+        if body.echo and body.max_tokens == 0:
+            raise ApiError(400, "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no "
+                                "output tokens are generated.", param="logprob_token_ids", code="invalid_value")
+        if body.logprobs is None:
+            raise ApiError(400, "when using `logprob_token_ids`, `logprobs` must be set.", param="logprob_token_ids",
+                           code="invalid_value")
     prompts: list[list[int]] = []
     texts: list[str] = []
     special = body.add_special_tokens is not False

@@ -35,7 +35,9 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
         spaces_between_special_tokens=None if body.spaces_between_special_tokens else False,
         logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
         cache_salt=body.cache_salt, thinking_token_budget=body.thinking_token_budget,
-        repetition_detection=body.repetition_detection, use_beam_search=body.use_beam_search or None,
+        repetition_detection=body.repetition_detection, logprob_token_ids=tuple(body.logprob_token_ids or ()),
+        watermarking=body.watermarking,
+        use_beam_search=body.use_beam_search or None,
         n=body.choices if body.use_beam_search else None,
         length_penalty=body.length_penalty if body.use_beam_search else None,
     )  # fmt: skip
@@ -120,8 +122,10 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
         tool_mode=mode, tool_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
         tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
-        top_logprobs=body.logprobs_k(), echo=last.text() if body.echo and last.role == role else "",
-        return_token_ids=bool(body.return_token_ids), role=role, beam_search=body.use_beam_search,
+        top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
+        echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
+        role=role, logprobs_listed=bool(body.logprob_token_ids) or body.use_beam_search,
+        beam_search=body.use_beam_search,
     )  # fmt: skip
 
 
@@ -141,7 +145,8 @@ def completion_choices(body: CompletionRequest, prompts: list[list[int]], texts:
     out = []
     for p, ids in enumerate(prompts):
         for i in range(body.choices):
-            lp = CompletionLogprobs(body.logprobs, text, body.use_beam_search) if body.logprobs is not None else None
+            listed = bool(body.logprob_token_ids) or body.use_beam_search
+            lp = CompletionLogprobs(body.logprobs, text, listed) if body.logprobs is not None else None
             echo = ("" if body.return_token_ids else texts[p]) if body.echo else None  # vLLM: ids, not text
             out.append(CompletionChoice(p * body.choices + i, echo, ids, lp, bool(body.return_token_ids)))
     return out

@@ -32,7 +32,6 @@ IGNORED: dict[str, str] = {
     "function_call": "legacy functions API, ignored by vLLM too (use tools)",
     "functions": "legacy functions API, ignored by vLLM too (use tools)",
     "early_stopping": "beam search only",
-    "watermarking": "not forwarded",
     "stream_interval": "the frontend streams as engines send",
     "mm_processor_kwargs": "text models only",
     "media_io_kwargs": "text models only",
@@ -50,7 +49,6 @@ IGNORED: dict[str, str] = {
 REFUSED: dict[str, str] = {
     "best_of": "best_of > 1 is not served (vLLM V1 removed it)",
     "suffix": "suffix needs a fill-in-the-middle model, and vLLM refuses it for others",
-    "logprob_token_ids": "logprobs of chosen token ids are not served; use top_logprobs",
     "chat_template": "a request's own chat template is refused, as vLLM does without --trust-request-chat-template",
     "kv_transfer_params": "the frontend decides where prefill runs and sets these itself",
     "ec_transfer_params": "there is no encoder-cache disaggregation",

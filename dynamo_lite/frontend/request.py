@@ -49,6 +49,8 @@ class Sampling:
     cache_salt: str | None = None
     thinking_token_budget: int | None = None
     repetition_detection: dict[str, Any] | None = None
+    logprob_token_ids: tuple[int, ...] = ()  # the alternatives listed are these (and the token sampled)
+    watermarking: bool | None = None
     use_beam_search: bool | None = None  # the engine's beam search: one request answers `n` choices
     n: int | None = None
     length_penalty: float | None = None
@@ -86,8 +88,8 @@ class GenerationRequest:
 
 @dataclass(frozen=True, slots=True)
 class TokenLogprob:
-    """One position's logprob: the token there and the engine's top alternatives, best first (a beam search's:
-    in the engine's order)."""
+    """One position's logprob: the token there and the alternatives the engine listed, in its order (vLLM's: the
+    token sampled first, then the most likely; or the tokens a request named, `logprob_token_ids`)."""
 
     token_id: int
     logprob: float

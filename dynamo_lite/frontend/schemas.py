@@ -100,6 +100,8 @@ class _Sampling(_Body):
     allowed_token_ids: list[TokenId] | None = None
     bad_words: list[str] | None = None
     prompt_logprobs: TopK | None = None
+    logprob_token_ids: list[TokenId] | None = None  # logprobs of these tokens (and the one sampled) at each step
+    watermarking: bool | None = None  # on an engine with a watermark config: false opts out
     # --- vLLM's other extensions ---
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputs | None = None
@@ -121,7 +123,6 @@ class _Sampling(_Body):
     length_penalty: float = 1.0  # beam search only, as in vLLM
     # --- refused unless inert (policy.REFUSED says why) ---
     best_of: Annotated[Literal[1], _of_type(int)] | None = None
-    logprob_token_ids: None = None
     chat_template: None = None
     kv_transfer_params: None = None
     ec_transfer_params: None = None

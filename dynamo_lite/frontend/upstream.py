@@ -126,8 +126,7 @@ class EngineClient:
                                         self.connect_timeout_s, read_timeout_s)
             if resp.status != 200:
                 await _raise_for(resp)
-            ranked = not sampling.use_beam_search  # a beam's alternatives keep the engine's order
-            pieces = _chunk_pieces(_decoded(await resp.read()), usage, echoed, ranked) if whole else \
+            pieces = _chunk_pieces(_decoded(await resp.read()), usage, echoed) if whole else \
                 _pieces(resp, usage, echoed)
             async for piece in pieces:
                 finished = finished or piece.finish_reason is not None
@@ -191,7 +190,7 @@ async def _pieces(resp: Response, usage: StreamUsage, echoed: int = 0) -> AsyncI
     await resp.read()  # after [DONE], the stream's end (its last chunk), so that the connection is kept
 
 
-async def _chunk_pieces(chunk: _Chunk, usage: StreamUsage, echoed: int, ranked: bool = True) -> AsyncIterator[Piece]:
+async def _chunk_pieces(chunk: _Chunk, usage: StreamUsage, echoed: int) -> AsyncIterator[Piece]:
     """One chunk (or a whole answer) as pieces; fills `usage` when it carries one."""
     if chunk.error is not None:
         error = chunk.error
@@ -204,7 +203,7 @@ async def _chunk_pieces(chunk: _Chunk, usage: StreamUsage, echoed: int, ranked: 
     for choice in chunk.choices or ():
         logprobs = prompt_logprobs = None
         if choice.logprobs is not None:
-            logprobs = token_logprobs(choice.logprobs, ranked)
+            logprobs = token_logprobs(choice.logprobs)
             if echoed:
                 prompt_logprobs, logprobs = logprobs[:echoed], logprobs[echoed:]
                 echoed = 0
@@ -219,18 +218,16 @@ async def _chunk_pieces(chunk: _Chunk, usage: StreamUsage, echoed: int, ranked: 
                     choice.index)
 
 
-def token_logprobs(body: _Logprobs, ranked: bool = True) -> list[TokenLogprob | None]:
-    """Completions-style logprobs whose tokens are `token_id:N` (return_tokens_as_token_ids) as typed entries; the
-    alternatives best first (`ranked`), or in the engine's order."""
+def token_logprobs(body: _Logprobs) -> list[TokenLogprob | None]:
+    """Completions-style logprobs whose tokens are `token_id:N` (return_tokens_as_token_ids) as typed entries, the
+    alternatives in the engine's order."""
     out: list[TokenLogprob | None] = []
     for token, logprob, top in zip(body.tokens, body.token_logprobs, body.top_logprobs, strict=False):
         if logprob is None:
             out.append(None)  # the first prompt token has none
             continue
-        alternatives = [(_token_id(t), lp) for t, lp in (top or {}).items()]
-        if ranked:
-            alternatives.sort(key=lambda a: -a[1])
-        out.append(TokenLogprob(_token_id(token), logprob, tuple(alternatives)))
+        alternatives = tuple((_token_id(t), lp) for t, lp in (top or {}).items())
+        out.append(TokenLogprob(_token_id(token), logprob, alternatives))
     return out
 
 

@@ -318,6 +318,17 @@ SAME_ANSWERS = {
         length_penalty=0.5)),  # fmt: skip
     "chat, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, logprobs=True, top_logprobs=1)),
     "chat, stream, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, stream=True)),
+    "completion, logprob_token_ids": (COMPLETIONS_PATH, _completion("The capital of France is", logprobs=1,
+                                                                    logprob_token_ids=[7042, 378])),
+    "completion, echo, logprobs and logprob_token_ids": (COMPLETIONS_PATH, _completion(
+        "The capital of France is", echo=True, logprobs=1, logprob_token_ids=[378, 7042])),  # fmt: skip
+    "chat, logprob_token_ids": (CHAT_PATH, _chat("Name a fruit.", logprobs=True, logprob_token_ids=[7042, 378])),
+    "chat, stream, logprob_token_ids": (CHAT_PATH, _chat("Name a fruit.", stream=True, logprobs=True, top_logprobs=2,
+                                                         logprob_token_ids=[378])),
+    "chat, watermarking off": (CHAT_PATH, _chat("Name a fruit.", watermarking=False)),
+    "refused: logprob_token_ids without logprobs": (CHAT_PATH, _chat("x", logprob_token_ids=[378])),
+    "refused by the engine: logprob_token_ids past the vocabulary": (COMPLETIONS_PATH, _completion(
+        "x", logprobs=1, logprob_token_ids=[99999999])),  # fmt: skip
     "refused: completion, stream, beam search": (COMPLETIONS_PATH, _completion("x", use_beam_search=True, stream=True)),
     "refused: beam search, echo and logprobs": (COMPLETIONS_PATH, _completion("x", use_beam_search=True, echo=True,
                                                                               logprobs=1)),

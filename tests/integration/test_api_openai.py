@@ -212,6 +212,26 @@ def test_beam_search_is_one_engine_request_per_prompt(url: str, client: openai.O
         assert e.value.body["param"] == param  # type: ignore[index]
 
 
+def test_logprobs_of_named_tokens(url: str, client: openai.OpenAI) -> None:
+    """logprob_token_ids: at each step the sampled token and the tokens named, in that order, whatever their
+    likelihood; refused without logprobs and with beam search, as vLLM refuses them."""
+    seven, nine = (post(url, "/detokenize", {"model": "a", "tokens": [t]})["prompt"] for t in (7, 9))
+    out = client.completions.create(model="a", prompt="t1 t2", max_tokens=3, logprobs=0,
+                                    extra_body={"logprob_token_ids": [7, 9]})
+    lp = out.choices[0].logprobs
+    assert all(list(top)[0] == token and {seven, nine} <= set(top) for token, top in zip(lp.tokens, lp.top_logprobs))
+    chat = client.chat.completions.create(model="a", messages=HI, max_tokens=3, logprobs=True,
+                                          extra_body={"logprob_token_ids": [9, 7]})
+    for entry in chat.choices[0].logprobs.content:
+        named = [t.token for t in entry.top_logprobs[1:]]
+        assert entry.top_logprobs[0].token == entry.token and named == [t for t in (nine, seven) if t != entry.token]
+    for extra, param in (({"logprobs": None}, "logprob_token_ids"), ({"use_beam_search": True}, "logprob_token_ids")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="a", prompt="x", max_tokens=2,
+                                      extra_body={"logprobs": 1, "logprob_token_ids": [7], **extra})
+        assert e.value.body["param"] == param  # type: ignore[index]
+
+
 def test_many_choices(client: openai.OpenAI) -> None:
     """50 prompts x n=4: 200 engine requests, merged in index order."""
     out = client.completions.create(model="a", prompt=[f"t{i}" for i in range(50)], n=4, max_tokens=2)

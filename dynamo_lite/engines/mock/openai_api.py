@@ -61,6 +61,7 @@ class _OpenAiRequest(_Body):
     response_format: dict[str, Any] | None = None
     vllm_xargs: dict[str, Any] | None = None  # mock_output: a scripted completion (output.py)
     use_beam_search: bool = False  # n sequences, not a search (server.py)
+    logprob_token_ids: list[int] | None = None
 
     def structured(self) -> dict[str, Any] | None:
         rf = self.response_format or {}

@@ -106,6 +106,13 @@ def logprobs_at(key: int, pos: int, token: int, k: int, vocab: int) -> tuple[flo
     return top[0][1], top[:k]
 
 
+def logprob_of(key: int, pos: int, token: int, sampled: int, vocab: int) -> float:
+    """A named token's logprob at a position (logprob_token_ids): as `logprobs_at` gives it among the top 20, else a
+    small one of its own."""
+    found = dict(logprobs_at(key, pos, sampled, 20, vocab)[1]).get(token)
+    return found if found is not None else math.log(1e-4 * (0.5 + _unit(key ^ token, pos, 3)))
+
+
 @dataclass
 class OutputText:
     """A request's output text as it streams: scripted pieces or word tokens, and stop strings."""

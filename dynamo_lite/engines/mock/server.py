@@ -65,6 +65,7 @@ class Job:
     structured: dict[str, Any] | None = None
     continuous_usage: bool = False
     beam_search: bool = False  # use_beam_search, with n beams
+    named: tuple[int, ...] = ()  # logprob_token_ids: the alternatives listed
 
 
 STATE = web.AppKey("state", ServerState)
@@ -230,7 +231,8 @@ def _job(state: ServerState, body: CompletionRequest | ChatRequest, ids: list[in
                bool(opts and opts.include_usage), body.kv_transfer_params, body.stop_list(),
                body.include_stop_str_in_output, body.ignore_eos, body.min_tokens, logprobs, echo,
                body.return_tokens_as_token_ids, body.vllm_xargs, body.structured(),
-               bool(opts and opts.continuous_usage_stats), body.use_beam_search)  # fmt: skip
+               bool(opts and opts.continuous_usage_stats), body.use_beam_search,
+               tuple(body.logprob_token_ids or ()))  # fmt: skip
 
 
 def _sequence(state: ServerState, job: Job, rid: str) -> tuple[Sequence, list[str]]:
@@ -302,12 +304,17 @@ class _Writer:
                             for i, t in enumerate(self.seq.prompt)]  # fmt: skip
         if self.job.logprobs is None:
             return text, None
-        entries += [(t, *self._lp(self.seq.output_key, start + i, t)) for i, t in enumerate(ids)]
+        entries += [(t, *self._lp(self.seq.output_key, start + i, t, self.job.named)) for i, t in enumerate(ids)]
         return text, self._body(entries)
 
-    def _lp(self, key: int, pos: int, token: int) -> tuple[float, list[tuple[int, float]]]:
-        k = max(self.job.logprobs or 0, 1)
-        return output.logprobs_at(key, pos, token, k, self.state.args.vocab_size)
+    def _lp(self, key: int, pos: int, token: int,
+            named: tuple[int, ...] = ()) -> tuple[float, list[tuple[int, float]]]:  # fmt: skip
+        """The token's logprob and the top k (with logprob_token_ids: the tokens named, each)."""
+        vocab = self.state.args.vocab_size
+        lp, top = output.logprobs_at(key, pos, token, max(self.job.logprobs or 0, 1), vocab)
+        if named:
+            top = [(token, lp)] + [(t, output.logprob_of(key, pos, t, token, vocab)) for t in named]
+        return lp, top
 
     def _body(self, entries: list[tuple[int, float | None, list[tuple[int, float]]]]) -> dict[str, Any]:
         name = (lambda t: f"token_id:{t}") if self.job.as_ids else (lambda t: self.state.tokenizer.decode([t]))
@@ -318,8 +325,8 @@ class _Writer:
             out["token_logprobs"].append(lp)
             out["text_offset"].append(self.offset)
             self.offset += len(text)
-            out["top_logprobs"].append(None if lp is None else
-                                       {name(t): v for t, v in [(token, lp), *top[: self.job.logprobs]]})
+            listed = top if self.job.named else top[: self.job.logprobs]
+            out["top_logprobs"].append(None if lp is None else {name(t): v for t, v in [(token, lp), *listed]})
         return out
 
 

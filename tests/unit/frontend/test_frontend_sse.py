@@ -83,15 +83,19 @@ def test_chat_top_logprobs_list_the_sampled_token_first() -> None:
         assert [t["token"] for t in content["top_logprobs"]] == listed
 
 
-def test_a_beam_s_logprobs_list_what_the_step_listed() -> None:
-    """vLLM writes a beam step's logprobs from the step's own list: its first alternatives whichever token the beam
-    took (here the second best), and in chat no bytes of the token itself."""
+def test_logprobs_listed_as_the_engine_listed_them() -> None:
+    """Where vLLM writes the engine's list as it is: a beam step's (its first alternatives whichever token the beam
+    took, here the second best; in chat no bytes of the token itself), and logprob_token_ids' (the token sampled,
+    then the tokens named, in that order and not by likelihood)."""
     texts = {4: "a", 5: "b", 6: "c"}.__getitem__
-    entry = TokenLogprob(5, -1.0, ((4, -0.5), (5, -1.0), (6, -2.0)))  # the engine's k + 1 = 3, for k = 2
-    assert CompletionLogprobs(2, texts, beam_search=True).body([entry], [5])["top_logprobs"] == [
+    step = TokenLogprob(5, -1.0, ((4, -0.5), (5, -1.0), (6, -2.0)))  # a beam step's k + 1 = 3, for k = 2
+    assert CompletionLogprobs(2, texts, listed=True).body([step], [5])["top_logprobs"] == [
         {"a": -0.5, "b": -1.0, "c": -2.0}]
     narrow = TokenLogprob(6, -2.0, ((4, -0.5), (5, -1.0)))  # k = 1: the token taken is not among them
-    assert CompletionLogprobs(1, texts, beam_search=True).body([narrow], [6])["top_logprobs"] == [
-        {"a": -0.5, "b": -1.0}]
-    [content] = chat_content([entry], 1, texts, beam_search=True)
-    assert content["bytes"] is None and [t["token"] for t in content["top_logprobs"]] == ["a"]
+    assert CompletionLogprobs(1, texts, listed=True).body([narrow], [6])["top_logprobs"] == [{"a": -0.5, "b": -1.0}]
+    [beam] = chat_content([step], 1, texts, listed=True, beam_search=True)
+    assert beam["bytes"] is None and [t["token"] for t in beam["top_logprobs"]] == ["a"]
+    named = TokenLogprob(4, -0.5, ((4, -0.5), (6, -9.0), (5, -3.0)))  # sampled a; named c then b
+    [chat] = chat_content([named], -1, texts, listed=True)
+    assert chat["bytes"] == [97] and [t["token"] for t in chat["top_logprobs"]] == ["a", "c", "b"]
+    assert list(CompletionLogprobs(0, texts, listed=True).body([named], [4])["top_logprobs"][0]) == ["a", "c", "b"]
