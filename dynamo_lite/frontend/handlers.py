@@ -47,6 +47,7 @@ from dynamo_lite.protocol import Role
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
+R = TypeVar("R")
 LONG_INPUT_CHARS = 4096  # inputs this long are tokenized in a thread (about 2 ms of BPE; benchmarks/tokenize_bench.py)
 MODEL_LABEL = web.RequestKey("model_label", str)
 # When the whole body was in (time.monotonic()): a request's TTFT, its SLO and admission by predicted TTFT count
@@ -199,7 +200,7 @@ async def messages_count_tokens(request: web.Request) -> web.Response:
     with _renamed(anthropic.anthropic_param):
         body, _ = parse_request(msgspec.json.encode(chat), ChatCompletionRequest,
                                 state.config.frontend.strict_request_fields)
-        n = len(await _chat_ids(request, state, body, len(raw)))
+        n = len((await _chat_prompt(request, state, body, len(raw)))[1])
     return json_response({"input_tokens": n, "context_management": {"original_input_tokens": n}})
 
 
@@ -227,8 +228,10 @@ def _renamed(rename: Callable[[str | None], str | None]) -> Iterator[None]:
         raise
 
 
-async def _chat_ids(request: web.Request, state: FrontendState, body: ChatCompletionRequest, raw_len: int) -> list[int]:
-    """The prompt's token ids: the messages through the model's chat template (with tools, documents, kwargs)."""
+async def _chat_prompt(request: web.Request, state: FrontendState, body: ChatCompletionRequest,
+                       raw_len: int) -> tuple[str, list[int]]:  # fmt: skip
+    """The prompt, as text and token ids: the messages through the model's chat template (with tools, documents,
+    kwargs)."""
     tokenizer = _served(request, state, body.model)
     spec = state.models[body.model]
     kwargs = dict(body.chat_template_kwargs or {})
@@ -247,7 +250,7 @@ async def _chat_ids(request: web.Request, state: FrontendState, body: ChatComple
 
 async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompletionRequest, check: FieldCheck,
                      raw_len: int, id_prefix: str) -> Plan:  # fmt: skip
-    ids = await _chat_ids(request, state, body, raw_len)
+    text, ids = await _chat_prompt(request, state, body, raw_len)
     tokenizer = state.tokenizers[body.model]
     spec = state.models[body.model]
     opts = plan.chat_options(body, spec)
@@ -263,7 +266,8 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
     return Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
                 body.continuous_usage, prompt_logprobs_k=prompt_k,
-                chat_prompt_ids=bool(body.return_token_ids), token_text=plan.token_texts(body, tokenizer),
+                chat_prompt_ids=bool(body.return_token_ids), prompt_text=text if body.return_prompt_text else None,
+                token_text=plan.token_texts(body, tokenizer),
                 header={"X-Request-Id": rid[len(id_prefix):]})  # fmt: skip
 
 
@@ -350,7 +354,7 @@ def _log_fields(rid: str, check: FieldCheck) -> None:
                  f" (+{check.unknown} unknown field(s))" if check.unknown else "")
 
 
-async def _off_loop_if_long(chars: int, encode: Callable[[T], list[int]], arg: T) -> list[int]:
+async def _off_loop_if_long(chars: int, encode: Callable[[T], R], arg: T) -> R:
     """Tokenize; long inputs in a thread (`ModelTokenizer` lets go of the GIL there), so the loop keeps serving
     and several prompts tokenize on several cores at once. A chat template is still rendered under the GIL."""
     if chars < LONG_INPUT_CHARS:

@@ -36,7 +36,7 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
         logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
         cache_salt=body.cache_salt, thinking_token_budget=body.thinking_token_budget,
         repetition_detection=body.repetition_detection, logprob_token_ids=tuple(body.logprob_token_ids or ()),
-        watermarking=body.watermarking,
+        watermarking=body.watermarking, stream_interval=body.stream_interval,
         use_beam_search=body.use_beam_search or None,
         n=body.choices if body.use_beam_search else None,
         length_penalty=body.length_penalty if body.use_beam_search else None,

@@ -51,6 +51,7 @@ class Sampling:
     repetition_detection: dict[str, Any] | None = None
     logprob_token_ids: tuple[int, ...] = ()  # the alternatives listed are these (and the token sampled)
     watermarking: bool | None = None
+    stream_interval: int | None = None
     use_beam_search: bool | None = None  # the engine's beam search: one request answers `n` choices
     n: int | None = None
     length_penalty: float | None = None

@@ -52,6 +52,7 @@ class Plan:
     drop_output: bool = False  # completions max_tokens 0 with echo: the prompt only
     prompt_logprobs_k: int | None = None  # return vLLM's prompt_logprobs with this top-k
     chat_prompt_ids: bool = False  # chat with return_token_ids: the prompt's token ids beside the choices
+    prompt_text: str | None = None  # chat with return_prompt_text: the rendered prompt beside them
     token_text: Callable[[int], str] = str
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     header: dict[str, str] = field(default_factory=dict)
@@ -111,6 +112,8 @@ async def _whole(plan: Plan, events: AsyncIterator[tuple[int, Piece | Outcome]])
         extra["prompt_logprobs"] = prompt_logprobs(first_prompt.get(0, []), plan.prompt_logprobs_k, plan.token_text)
     if plan.chat_prompt_ids:
         extra["prompt_token_ids"] = plan.requests[0].prompt_ids
+    if plan.prompt_text is not None:
+        extra["prompt_text"] = plan.prompt_text
     return json_response(plan.shape.full(choices, plan.usage(), extra), headers=plan.header)
 
 
@@ -181,8 +184,8 @@ def _chat_opening(plan: Plan) -> bytes:
     """A chat stream's first chunks, as vLLM sends them: each choice's role, then each one's echo (if any)."""
     chats = [c for c in plan.choices if isinstance(c, ChatChoice)]
     usage = [usage_body(len(r.prompt_ids), 0) if plan.continuous_usage else None for r in plan.requests]
-    roles = [plan.shape.role_chunk(i, usage[i], r.prompt_ids if plan.chat_prompt_ids else None, chats[i].opts.role)
-             for i, r in enumerate(plan.requests)]  # fmt: skip
+    roles = [plan.shape.role_chunk(i, usage[i], r.prompt_ids if plan.chat_prompt_ids else None, chats[i].opts.role,
+                                   plan.prompt_text) for i, r in enumerate(plan.requests)]  # fmt: skip
     echoes = [plan.shape.frame(echo, usage[i]) for i, c in enumerate(chats) if (echo := c.echo_delta()) is not None]
     return b"".join(roles + echoes)
 

@@ -102,6 +102,7 @@ class _Sampling(_Body):
     prompt_logprobs: TopK | None = None
     logprob_token_ids: list[TokenId] | None = None  # logprobs of these tokens (and the one sampled) at each step
     watermarking: bool | None = None  # on an engine with a watermark config: false opts out
+    stream_interval: Annotated[int, Field(ge=1)] | None = None  # tokens per streamed chunk (the engine's at least)
     # --- vLLM's other extensions ---
     response_format: ResponseFormat | None = None
     structured_outputs: StructuredOutputs | None = None
@@ -180,6 +181,7 @@ class ChatCompletionRequest(_Sampling):
     continue_final_message: bool = False
     documents: list[dict[str, str]] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    return_prompt_text: bool | None = None  # the prompt as the chat template rendered it, beside the answer
 
     def output_limit(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens

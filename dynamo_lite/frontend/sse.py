@@ -47,25 +47,27 @@ class Shape:
         self._head = b"data: " + head[:-1] + b',"choices":['
 
     def frame(self, choice: dict[str, Any], usage: dict[str, Any] | None = None,
-              prompt_token_ids: list[int] | None = None) -> bytes:  # fmt: skip
+              prompt_token_ids: list[int] | None = None, prompt_text: str | None = None) -> bytes:  # fmt: skip
         """One chunk event holding `choice` (with continuous usage stats, `usage`; the chat stream's first
-        chunk of a request with return_token_ids: `prompt_token_ids`)."""
+        chunk of a request with return_token_ids: `prompt_token_ids`, with return_prompt_text: `prompt_text`)."""
         if usage is not None:
             tail = b'],"usage":' + _encode(usage)
         else:
             tail = b'],"usage":null' if self.include_usage else b"]"
         if prompt_token_ids is not None:
             tail += b',"prompt_token_ids":' + _encode(prompt_token_ids)
+        if prompt_text is not None:
+            tail += b',"prompt_text":' + _encode(prompt_text)
         return self._head + _encode(choice) + tail + b"}\n\n"
 
     def usage_chunk(self, usage: dict[str, Any]) -> bytes:
         return self._head + b'],"usage":' + _encode(usage) + b"}\n\n"
 
     def role_chunk(self, index: int, usage: dict[str, Any] | None = None, prompt_token_ids: list[int] | None = None,
-                   role: str = "assistant") -> bytes:  # fmt: skip
+                   role: str = "assistant", prompt_text: str | None = None) -> bytes:  # fmt: skip
         """Chat streams open each choice with the answer's role, as OpenAI does."""
         return self.frame({"index": index, "delta": {"role": role, "content": ""}, "logprobs": None,
-                           "finish_reason": None}, usage, prompt_token_ids)  # fmt: skip
+                           "finish_reason": None}, usage, prompt_token_ids, prompt_text)  # fmt: skip
 
     def full(self, choices: list[dict[str, Any]], usage: dict[str, Any],
              extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip

@@ -75,9 +75,10 @@ class ModelTokenizer:
         return self._tok.apply_chat_template(dicts, tokenize=False, add_generation_prompt=chat.add_generation_prompt,
                                              continue_final_message=chat.continue_final_message, **extra)
 
-    def encode_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> list[int]:
-        """The chat template with the generation prompt, tokenized (the template adds any BOS itself)."""
-        return self._encode(self.render_chat(messages, chat), False)
+    def encode_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> tuple[str, list[int]]:
+        """The chat template with the generation prompt, and its tokens (the template adds any BOS itself)."""
+        text = self.render_chat(messages, chat)
+        return text, self._encode(text, False)
 
     def encode_prompt(self, prompt: str, add_special_tokens: bool = True) -> list[int]:
         return self._encode(prompt, add_special_tokens)

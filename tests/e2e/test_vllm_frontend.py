@@ -325,6 +325,12 @@ SAME_ANSWERS = {
     "chat, logprob_token_ids": (CHAT_PATH, _chat("Name a fruit.", logprobs=True, logprob_token_ids=[7042, 378])),
     "chat, stream, logprob_token_ids": (CHAT_PATH, _chat("Name a fruit.", stream=True, logprobs=True, top_logprobs=2,
                                                          logprob_token_ids=[378])),
+    "chat, return_prompt_text": (CHAT_PATH, _chat("Name a fruit.", return_prompt_text=True)),
+    "chat, stream, return_prompt_text, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", stream=True, n=2, seed=3,
+                                                                      temperature=0.8, return_prompt_text=True)),
+    "chat, stream, stream_interval": (CHAT_PATH, _chat("Say hi.", max_tokens=12, stream=True, stream_interval=4)),
+    "completion, stream, stream_interval": (COMPLETIONS_PATH, _completion("The capital of France is", max_tokens=9,
+                                                                          stream=True, stream_interval=3)),
     "chat, watermarking off": (CHAT_PATH, _chat("Name a fruit.", watermarking=False)),
     "refused: logprob_token_ids without logprobs": (CHAT_PATH, _chat("x", logprob_token_ids=[378])),
     "refused by the engine: logprob_token_ids past the vocabulary": (COMPLETIONS_PATH, _completion(

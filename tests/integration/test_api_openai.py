@@ -232,6 +232,17 @@ def test_logprobs_of_named_tokens(url: str, client: openai.OpenAI) -> None:
         assert e.value.body["param"] == param  # type: ignore[index]
 
 
+def test_the_rendered_prompt_is_returned_when_asked(client: openai.OpenAI) -> None:
+    """return_prompt_text: the chat template's output beside the answer, and in a stream's first chunk."""
+    out = client.chat.completions.create(model="a", messages=HI, max_tokens=2, extra_body={"return_prompt_text": True})
+    text = out.model_extra["prompt_text"]  # type: ignore[index]
+    assert HI[0]["content"] in text and text != HI[0]["content"]
+    first = next(iter(client.chat.completions.create(model="a", messages=HI, max_tokens=2, stream=True,
+                                                     extra_body={"return_prompt_text": True})))
+    assert first.model_extra["prompt_text"] == text  # type: ignore[index]
+    assert "prompt_text" not in client.chat.completions.create(model="a", messages=HI, max_tokens=2).model_extra
+
+
 def test_many_choices(client: openai.OpenAI) -> None:
     """50 prompts x n=4: 200 engine requests, merged in index order."""
     out = client.completions.create(model="a", prompt=[f"t{i}" for i in range(50)], n=4, max_tokens=2)
