@@ -32,6 +32,7 @@ IGNORED: dict[str, str] = {
     "function_call": "legacy functions API, ignored by vLLM too (use tools)",
     "functions": "legacy functions API, ignored by vLLM too (use tools)",
     "early_stopping": "beam search only",
+    "best_of": "vLLM V1 removed it, and vLLM 0.32 accepts and ignores it too",
     "mm_processor_kwargs": "text models only",
     "media_io_kwargs": "text models only",
     "return_token_offsets": "render endpoints only (vLLM ignores it here too)",
@@ -45,7 +46,6 @@ IGNORED: dict[str, str] = {
 # Declared by the request models with only their inert value (schemas.py), so the OpenAPI document says so too;
 # anything else is a 400 with this reason.
 REFUSED: dict[str, str] = {
-    "best_of": "best_of > 1 is not served (vLLM V1 removed it)",
     "suffix": "suffix needs a fill-in-the-middle model, and vLLM refuses it for others",
     "chat_template": "a request's own chat template is refused, as vLLM does without --trust-request-chat-template",
     "kv_transfer_params": "the frontend decides where prefill runs and sets these itself",

@@ -18,8 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 import pydantic
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field
 
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.messages import (
@@ -31,17 +30,6 @@ from dynamo_lite.frontend.messages import (
     structured_from,
 )
 from dynamo_lite.frontend.policy import REFUSED, FieldCheck, apply_policy
-
-
-def _of_type(kind: type) -> BeforeValidator:
-    """pydantic matches literals with ==, so 0 would pass for False and true for 1; the JSON type must match too."""
-
-    def check(value: object) -> object:
-        if type(value) is not kind:
-            raise PydanticCustomError("literal_error", "Input should be a {kind}", {"kind": kind.__name__})
-        return value
-
-    return BeforeValidator(check)
 
 
 def _json_number(literal: str) -> int | float:
@@ -123,7 +111,6 @@ class _Sampling(_Body):
     use_beam_search: bool = False  # the engine's own beam search, n beams (flow.py, `beam_flows`)
     length_penalty: float = 1.0  # beam search only, as in vLLM
     # --- refused unless inert (policy.REFUSED says why) ---
-    best_of: Annotated[Literal[1], _of_type(int)] | None = None
     chat_template: None = None
     kv_transfer_params: None = None
     ec_transfer_params: None = None

@@ -309,6 +309,7 @@ SAME_ANSWERS = {
     "completion, stream, logprobs": (COMPLETIONS_PATH, _completion("Hello", logprobs=2, stream=True)),
     "completion, token ids, n=2 seeded": (COMPLETIONS_PATH, _completion([[504, 3575], [1, 2, 3]], n=2,
                                                                         temperature=0.9, seed=2)),
+    "completion, best_of (ignored by both)": (COMPLETIONS_PATH, _completion("The capital of France is", best_of=3)),
     "completion, max_tokens null": (COMPLETIONS_PATH, {**_completion("Hi"), "max_tokens": None}),
     "completion, echo and logprobs, no output (lm-eval's loglikelihood)": (COMPLETIONS_PATH, _completion(
         "The capital of France is Paris", echo=True, logprobs=1, max_tokens=0)),  # fmt: skip
