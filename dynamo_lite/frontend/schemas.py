@@ -108,7 +108,7 @@ class _Sampling(_Body):
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     thinking_token_budget: Annotated[int, Field(ge=-1)] | None = None
     repetition_detection: dict[str, Any] | None = None
-    use_beam_search: bool = False  # the engine's own beam search, n beams (flow.py, `beam_flows`)
+    use_beam_search: bool = False  # the engine's own beam search, n beams (flow.py, `RequestFlow.flows`)
     length_penalty: float = 1.0  # beam search only, as in vLLM
     # --- refused unless inert (policy.REFUSED says why) ---
     chat_template: None = None
