@@ -124,7 +124,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
-        role=role, logprobs_listed=bool(body.logprob_token_ids) or body.use_beam_search,
+        role=role, logprobs_listed=body.logprobs_listed,
         beam_search=body.use_beam_search,
     )  # fmt: skip
 
@@ -145,8 +145,7 @@ def completion_choices(body: CompletionRequest, prompts: list[list[int]], texts:
     out = []
     for p, ids in enumerate(prompts):
         for i in range(body.choices):
-            listed = bool(body.logprob_token_ids) or body.use_beam_search
-            lp = CompletionLogprobs(body.logprobs, text, listed) if body.logprobs is not None else None
+            lp = CompletionLogprobs(body.logprobs, text, body.logprobs_listed) if body.logprobs is not None else None
             echo = ("" if body.return_token_ids else texts[p]) if body.echo else None  # vLLM: ids, not text
             out.append(CompletionChoice(p * body.choices + i, echo, ids, lp, bool(body.return_token_ids)))
     return out

@@ -122,6 +122,11 @@ class _Sampling(_Body):
         return bool(self.stream and self.stream_options and self.stream_options.include_usage)
 
     @property
+    def logprobs_listed(self) -> bool:
+        """Whether vLLM writes each token's alternatives as the engine listed them (logprobs.py)."""
+        return bool(self.logprob_token_ids) or self.use_beam_search
+
+    @property
     def continuous_usage(self) -> bool:
         return bool(self.stream and self.stream_options and self.stream_options.continuous_usage_stats)
 
