@@ -21,6 +21,7 @@ gone) closes the engine connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -168,10 +169,12 @@ class RequestFlow:
             fleet.router.on_request_start(attempt, decision)
             if kv_params is not None:  # prefilled elsewhere: no prefill work queues on this worker
                 fleet.router.on_prefilled_elsewhere(attempt)
+            pieces = self.engines.stream(worker, req.request_id, req.model, prompt, req.max_tokens - len(generated),
+                                         sampling, kv_params, usage, whole)  # fmt: skip
+            if beam:  # every beam or none: a search that fails is sent again whole, never resumed from its beams
+                pieces = _all_or_none(pieces)
             try:
-                async for piece in self.engines.stream(worker, req.request_id, req.model, prompt,
-                                                       req.max_tokens - len(generated), sampling, kv_params,
-                                                       usage, whole):  # fmt: skip
+                async for piece in pieces:
                     ids = piece.token_ids if piece.token_ids is not None else req.retokenize(piece.text)
                     if (ids or piece.text) and timing.output(len(ids)):
                         fleet.router.on_prefill_done(attempt, measured)
@@ -251,6 +254,14 @@ class RequestFlow:
         log.debug("request %s -> %s (prompt %d, prefill %s, predicted TTFT %s)", req.request_id, worker.worker_id,
                   len(prompt), reason.value, placement.predicted_ttft_s)
         return params
+
+
+async def _all_or_none(pieces: AsyncIterator[Piece]) -> AsyncIterator[Piece]:
+    """An answer's pieces once all have come: nothing of one that fails part way."""
+    async with contextlib.aclosing(pieces) as answer:
+        kept = [p async for p in answer]
+    for piece in kept:
+        yield piece
 
 
 class _TokenTiming:

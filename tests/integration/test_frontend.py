@@ -246,10 +246,13 @@ def test_disconnect_aborts_and_killed_worker_migrates(tmp_path: Path, tiny_model
         stop_fleet(f, agent_processes)
 
 
-def test_a_beam_search_moves_whole_off_a_killed_worker(tmp_path: Path, tiny_model: Path,
-                                                       agent_processes: SimpleNamespace) -> None:  # fmt: skip
-    """A beam search is one engine request answered whole: its worker (agent and engine) killed while it runs,
-    the request is sent again to the other worker, and every beam comes back in full."""
+@pytest.mark.parametrize("engine_signal", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "aborting"])
+def test_a_beam_search_moves_whole_off_a_failed_worker(tmp_path: Path, tiny_model: Path,
+                                                       agent_processes: SimpleNamespace,
+                                                       engine_signal: signal.Signals) -> None:  # fmt: skip
+    """A beam search is one engine request answered whole: its worker failing while it runs (the engine killed;
+    or stopped, answering every beam cut short with `abort`), the request is sent again whole to the other worker,
+    never resumed from the failed beams' tokens, and every beam comes back in full."""
     f = start_fleet(tmp_path, tiny_model, agent_processes, {"d0": "decode", "d1": "decode"}, SLOW_POOLS,
                     "{max_migrations: 2}", {"m": {"decode": 2}})
     try:
@@ -269,8 +272,8 @@ def test_a_beam_search_moves_whole_off_a_killed_worker(tmp_path: Path, tiny_mode
             (victim,) = [w for w, n in routed.items() if n == before[w] + 1]
             time.sleep(0.5)
             assert not answer.done()
+            os.kill(records[victim].pid, engine_signal)  # its engine
             os.kill(f.agents[victim].proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
-            os.kill(records[victim].pid, signal.SIGKILL)  # its engine
             out = answer.result(timeout=60)
         assert [c.index for c in out.choices] == [0, 1] and out.usage.completion_tokens == 600
         assert [c.finish_reason for c in out.choices] == ["length", "length"]
