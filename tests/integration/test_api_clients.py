@@ -192,14 +192,16 @@ async def test_openai_agents_sdk_on_responses_and_chat(url: str) -> None:
     )
     from agents.exceptions import MaxTurnsExceeded
     from openai import AsyncOpenAI
+    from openai.types.shared import Reasoning
 
     set_tracing_disabled(True)
     client = AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
     tool = function_tool(get_weather)
     turn = ["ReasoningItem", "MessageOutputItem", "ToolCallItem", "ToolCallOutputItem"]
 
-    def settings(text: str) -> ModelSettings:
-        return ModelSettings(max_tokens=80, extra_body=script(text))
+    def settings(text: str, think: bool = False) -> ModelSettings:  # (thinking on: a reasoning effort)
+        return ModelSettings(max_tokens=80, extra_body=script(text),
+                             reasoning=Reasoning(effort="low") if think else None)
 
     for model in (OpenAIResponsesModel("a", client), OpenAIChatCompletionsModel("a", client)):
         plain = Agent(name="plain", instructions="Be brief.", model=model, model_settings=settings("Hello there"))
@@ -212,7 +214,7 @@ async def test_openai_agents_sdk_on_responses_and_chat(url: str) -> None:
                      model_settings=settings(CALL))
         assert (await Runner.run(once, "Weather in Paris?")).final_output == "sunny in Paris"
         loop = Agent(name="loop", model=model, tools=[tool],
-                     model_settings=settings("<think>\nI should look it up.\n</think>\n" + CALL))
+                     model_settings=settings("<think>\nI should look it up.\n</think>\n" + CALL, think=True))
         for stream in (False, True):
             with pytest.raises(MaxTurnsExceeded) as ended:
                 if stream:

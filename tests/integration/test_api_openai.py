@@ -26,6 +26,11 @@ def script(text: str) -> dict:
     return {"vllm_xargs": {"mock_output": text}}
 
 
+def thinking(text: str) -> dict:
+    """`script`, on a request that asks model `a` to think (it does not by default)."""
+    return {**script(text), "chat_template_kwargs": {"enable_thinking": True}}
+
+
 @pytest.fixture(scope="module")
 def url(api_cluster: str) -> str:
     return api_cluster
@@ -147,10 +152,17 @@ def test_structured_output_and_sdk_parse(client: openai.OpenAI) -> None:
 
 
 def test_reasoning_content(client: openai.OpenAI) -> None:
+    """qwen3's parser as vLLM 0.32's: thinking unless the kwargs (the model's default here) say not; thinking,
+    what comes before `</think>` is reasoning, opening tag or not; not thinking, all is content."""
+    for opened in ("<think>", ""):
+        out = client.chat.completions.create(model="a", messages=HI, max_tokens=60,
+                                             extra_body=thinking(f"{opened}It is June.</think>Sunny."))
+        message = out.choices[0].message
+        assert message.content == "Sunny." and message.reasoning == "It is June."  # type: ignore[attr-defined]
     out = client.chat.completions.create(model="a", messages=HI, max_tokens=60,
                                          extra_body=script("<think>It is June.</think>Sunny."))
     message = out.choices[0].message
-    assert message.content == "Sunny." and message.reasoning == "It is June."  # type: ignore[attr-defined]
+    assert message.content == "<think>It is June.</think>Sunny." and not message.reasoning  # type: ignore[attr-defined]
 
 
 def test_tool_turns_are_rendered_not_dropped(url: str) -> None:
@@ -318,7 +330,7 @@ def test_a_prompt_too_long_is_truncated_to_fit_when_asked(client: openai.OpenAI)
 
 def test_responses_reasoning_format_and_what_is_refused(client: openai.OpenAI) -> None:
     r = client.responses.create(model="a", input=HI, extra_body=script("<think>It is June.</think>Sunny."),
-                                max_output_tokens=60)
+                                max_output_tokens=60, reasoning={"effort": "low"})  # (effort: thinking on)
     assert [i.type for i in r.output] == ["reasoning", "message"] and r.output_text == "Sunny."
     assert r.output[0].content[0].text == "It is June."
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -393,7 +405,7 @@ def test_messages_tool_use_and_its_result(url: str, claude: anthropic.Anthropic)
 
 def test_messages_thinking_and_errors_in_anthropic_s_shape(url: str, claude: anthropic.Anthropic) -> None:
     m = claude.messages.create(model="a", max_tokens=60, messages=HI,  # type: ignore[arg-type]
-                               extra_body=script("<think>It is June.</think>Sunny."))
+                               extra_body=thinking("<think>It is June.</think>Sunny."))
     assert [b.type for b in m.content] == ["thinking", "text"] and m.content[0].thinking == "It is June."
     image = {"type": "image", "source": {"type": "url", "url": "http://x/y.png"}}
     with pytest.raises(anthropic.BadRequestError) as e:

@@ -5,7 +5,12 @@ the text after it to the format's own `take`, which cuts complete calls off the 
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from dynamo_lite.frontend.tools.coerce import coerce_arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,23 +39,30 @@ class ToolParser:
     calls only when the output begins with a marker: llama3_json, pythonic) and implement
     `take(buffer, final)`: (calls, characters consumed), or None when no call can be cut off
     yet; with `final`, what cannot be a call is returned as None and becomes content.
+
+    `tools` are the request's function tools (name -> the `properties` of its parameters): the
+    formats vLLM parses with its parser engine (`typed`) type each argument by them.
     """
 
     markers: tuple[str, ...] = ()
     only_at_start = False
+    typed = False  # arguments coerced to their schema types, as vLLM's parser engine does
+    keeps_special_tokens = False  # vLLM's parser asks the engine not to skip special tokens (its markers are)
 
-    def __init__(self) -> None:
+    def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.tools = tools or {}
         self._held = ""  # content that may be the start of a marker
         self._buf = ""  # text after a marker, not yet cut into calls
         self._in_calls = False
         self._started = False  # any non-space output seen (only_at_start formats decide then)
         self._plain = False  # decided: no tool calls in this output
+        self._called = False  # a call was taken: what follows that is not a call is dropped, as vLLM does
 
     def feed(self, text: str) -> Parsed:
         out = Parsed()
         while text:
             if self._plain:
-                out.content += text
+                self._say(out, text)
                 return out
             if self._in_calls:
                 self._buf += text
@@ -66,11 +78,15 @@ class ToolParser:
         out = Parsed()
         if self._in_calls:
             self._cut(out, final=True)
-            out.content += self._buf  # what never became a call is content, as in vLLM's parsers
+            self._say(out, self._buf)  # what never became a call is content, as in vLLM's parsers
             self._buf = ""
-        out.content += self._held
+        self._say(out, self._held)
         self._held = ""
         return out
+
+    def _say(self, out: Parsed, content: str) -> None:
+        if not self._called:
+            out.content += content
 
     # --- internals -----------------------------------------------------------------------
     def _scan_content(self, text: str, out: Parsed) -> str:
@@ -90,18 +106,18 @@ class ToolParser:
                 self._held = text
                 return ""
             self._plain = True
-            out.content += text
+            self._say(out, text)
             return ""
         if self.only_at_start:
-            out.content += text
+            self._say(out, text)
             return ""
         hit = min(((i, m) for m in self.markers if (i := text.find(m)) >= 0), default=None)
         if hit is not None:
-            out.content += text[: hit[0]]
+            self._say(out, text[: hit[0]])
             self._in_calls = True
             return text[hit[0]:]
         keep = partial_marker(text, self.markers)
-        out.content += text[: len(text) - keep]
+        self._say(out, text[: len(text) - keep])
         self._held = text[len(text) - keep:]
         return ""
 
@@ -117,10 +133,33 @@ class ToolParser:
                 return
             calls, used = taken
             out.calls.extend(calls)
+            self._called = self._called or bool(calls)
             self._buf = self._buf[used:]
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         raise NotImplementedError
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        """One call as the format writes it (for prompts whose template cannot write tool calls)."""
+        raise NotImplementedError
+
+    def call(self, name: str, args: dict[str, Any]) -> ParsedCall:
+        """A call of `name` with `args`, typed by the tool's schema where the format is `typed`."""
+        if self.typed and name in self.tools:
+            args = coerce_arguments(args, self.tools[name])
+        return ParsedCall(name, json.dumps(args, ensure_ascii=False))
+
+
+def items(args: Any) -> list[tuple[str, Any]]:
+    """The arguments of a call from history, by name (none if they are not an object)."""
+    return list(args.items()) if isinstance(args, dict) else []
+
+
+def skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
 
 
 def partial_marker(text: str, markers: tuple[str, ...]) -> int:

@@ -14,8 +14,19 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Mapping
+from typing import Any
 
-from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, items, skip_space
+from dynamo_lite.frontend.tools.tagged import (
+    DeepSeekV3Parser,
+    DeepSeekV31Parser,
+    Glm45Parser,
+    KimiK2Parser,
+    MiniMaxM2Parser,
+    Qwen3XmlParser,
+    SeedOssParser,
+)
 
 
 def _call(name: object, arguments: object) -> ParsedCall | None:
@@ -33,18 +44,17 @@ def _call(name: object, arguments: object) -> ParsedCall | None:
     return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
 
 
-def _skip_space(text: str, i: int) -> int:
-    while i < len(text) and text[i].isspace():
-        i += 1
-    return i
-
-
 class HermesParser(ToolParser):
     markers = ("<tool_call>",)
     END = "</tool_call>"
+    keeps_special_tokens = True
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}\n</tool_call>"
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        start = _skip_space(buffer, 0)
+        start = skip_space(buffer, 0)
         if not buffer.startswith(self.markers[0], start):
             return None
         end = buffer.find(self.END, start)
@@ -66,12 +76,16 @@ class Llama3JsonParser(ToolParser):
     markers = ("<|python_tag|>", "{")
     only_at_start = True
 
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return json.dumps({"name": name, "parameters": args}, ensure_ascii=False)
+
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        i = _skip_space(buffer, 0)
+        i = skip_space(buffer, 0)
         if buffer.startswith("<|python_tag|>", i):
-            i = _skip_space(buffer, i + len("<|python_tag|>"))
+            i = skip_space(buffer, i + len("<|python_tag|>"))
         if i < len(buffer) and buffer[i] == ";":
-            i = _skip_space(buffer, i + 1)
+            i = skip_space(buffer, i + 1)
         if i >= len(buffer) or buffer[i] != "{":
             return None
         end = balanced_end(buffer, i)
@@ -87,12 +101,17 @@ class Llama3JsonParser(ToolParser):
 
 class MistralParser(ToolParser):
     markers = ("[TOOL_CALLS]",)
+    keeps_special_tokens = True
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args}], ensure_ascii=False)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        i = _skip_space(buffer, 0)
+        i = skip_space(buffer, 0)
         if not buffer.startswith(self.markers[0], i):
             return None
-        i = _skip_space(buffer, i + len(self.markers[0]))
+        i = skip_space(buffer, i + len(self.markers[0]))
         if i >= len(buffer):
             return None
         if buffer[i] == "[":  # a JSON list of calls
@@ -126,14 +145,18 @@ class PythonicParser(ToolParser):
     only_at_start = True
     END = "<|python_end|>"
 
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return f"[{name}({', '.join(f'{k}={v!r}' for k, v in items(args))})]"
+
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        i = _skip_space(buffer, 0)
+        i = skip_space(buffer, 0)
         if buffer.startswith(self.END, i):  # closing the list taken before
             return [], i + len(self.END)
         if self.END.startswith(buffer[i:]) and not final:
             return None
         if buffer.startswith("<|python_start|>", i):
-            i = _skip_space(buffer, i + len("<|python_start|>"))
+            i = skip_space(buffer, i + len("<|python_start|>"))
         if i >= len(buffer) or buffer[i] != "[":
             return None
         end = balanced_end(buffer, i, quotes="\"'")
@@ -164,14 +187,27 @@ def _python_calls(source: str) -> list[ParsedCall] | None:
     return calls
 
 
-PARSERS: dict[str, type[ToolParser]] = {
+PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (several name one format)
     "hermes": HermesParser,
+    "qwen3_json": HermesParser,
     "llama3_json": Llama3JsonParser,
+    "llama4_json": Llama3JsonParser,
     "mistral": MistralParser,
     "pythonic": PythonicParser,
+    "llama4_pythonic": PythonicParser,
+    "qwen3_xml": Qwen3XmlParser,
+    "qwen3_coder": Qwen3XmlParser,
+    "seed_oss": SeedOssParser,
+    "glm45": Glm45Parser,
+    "glm47": Glm45Parser,
+    "minimax_m2": MiniMaxM2Parser,
+    "kimi_k2": KimiK2Parser,
+    "deepseek_v3": DeepSeekV3Parser,
+    "deepseek_v31": DeepSeekV31Parser,
 }
 
 
-def new_tool_parser(name: str) -> ToolParser:
-    """A fresh parser of format `name` (one per choice of a request)."""
-    return PARSERS[name]()
+def new_tool_parser(name: str, tools: Mapping[str, Mapping[str, Any]] | None = None) -> ToolParser:
+    """A fresh parser of format `name` (one per choice of a request); `tools`: each function's parameter
+    properties, by name."""
+    return PARSERS[name](tools)

@@ -11,18 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dynamo_lite.frontend.tools.formats import PARSERS
+
 
 def render_call(name: str, arguments: object, fmt: str) -> str:
     """One call as the format writes it."""
     args = arguments if isinstance(arguments, dict) else _loads(arguments)
-    if fmt == "llama3_json":
-        return json.dumps({"name": name, "parameters": args}, ensure_ascii=False)
-    if fmt == "mistral":
-        return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": args}], ensure_ascii=False)
-    if fmt == "pythonic":
-        kwargs = ", ".join(f"{k}={v!r}" for k, v in (args.items() if isinstance(args, dict) else ()))
-        return f"[{name}({kwargs})]"
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}, ensure_ascii=False) + "\n</tool_call>"
+    return PARSERS[fmt].render(name, args)
 
 
 def instructions(tools: list[dict[str, Any]], fmt: str) -> str:

@@ -55,7 +55,7 @@ class FakeEngines:
                      whole: bool = False) -> AsyncIterator[Piece]:  # fmt: skip
         """The script's pieces; `whole`: all of them as one piece at the end, as a non-streamed answer."""
         self.calls.append({"worker": worker.worker_id, "prompt": prompt, "max_tokens": max_tokens,
-                           "kv": kv_transfer_params, "whole": whole})
+                           "kv": kv_transfer_params, "whole": whole, "sampling": sampling})
         if whole:
             got = [p async for p in self._script(worker, usage)]
             ids = [i for p in got for i in (p.token_ids or ())] if all(p.token_ids is not None for p in got) else None
@@ -137,12 +137,14 @@ MakeHarness = Callable[..., "AsyncIterator[Harness]"]
 
 @pytest.fixture
 async def harness(tokenizer: ModelTokenizer) -> AsyncIterator[Callable[..., object]]:
-    """`await harness(**frontend_spec_fields)` -> a started Harness (models m: 256 tokens, agg)."""
+    """`await harness(model=m_fields, **frontend_spec_fields)` -> a started Harness (models m: 256 tokens, agg)."""
     clients: list[TestClient] = []
 
-    async def make(api_keys: frozenset[str] = frozenset(), **frontend: object) -> Harness:
+    async def make(api_keys: frozenset[str] = frozenset(), model: dict[str, Any] | None = None,
+                   **frontend: object) -> Harness:  # fmt: skip
         engines, submitter = FakeEngines(), FakeSubmitter()
-        models = (ModelSpec(name="m", path="x", max_model_len=256), ModelSpec(name="agg", path="x"))
+        models = (ModelSpec(**{"name": "m", "path": "x", "max_model_len": 256, **(model or {})}),
+                  ModelSpec(name="agg", path="x"))
         spec = FrontendSpec.model_validate({"max_body_bytes": 65536, **frontend})
         config = FrontendConfig("test", "nats://unused:1", "http://unused:1", models, spec)
 

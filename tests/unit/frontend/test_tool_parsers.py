@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dynamo_lite.frontend.tools import Parsed, ParsedCall, new_reasoning_parser, new_tool_parser
+from dynamo_lite.frontend.tools.formats import PARSERS
 from dynamo_lite.frontend.tools.render import render_call
 
 PARIS = ParsedCall("get_weather", '{"city": "Paris"}')
@@ -70,7 +71,7 @@ def test_streamed_in_any_split_equals_whole(name: str, text: str, content: str, 
     assert out.content == content and out.calls == calls
 
 
-@pytest.mark.parametrize("name", ["hermes", "llama3_json", "mistral", "pythonic"])
+@pytest.mark.parametrize("name", sorted(PARSERS))
 def test_rendered_history_calls_parse_back(name: str) -> None:
     """A call written into the prompt (tools/render.py) is what the parser of that format reads."""
     text = render_call("get_weather", '{"city": "Paris"}', name)
@@ -85,12 +86,72 @@ def test_reasoning_in_any_split(cuts: list[int]) -> None:
         ("deepseek_r1", "Thinking without the opening tag</think>Done", "Thinking without the opening tag", "Done"),
         ("deepseek_r1", "Still thinking", "Still thinking", ""),
         ("qwen3", "<think>Plan.</think>\nResult", "Plan.", "\nResult"),
-        ("qwen3", "No thinking at all", "", "No thinking at all"),
+        ("qwen3", "Plan, then a call.<tool_call>{}", "Plan, then a call.", "<tool_call>{}"),
+        ("qwen3", "A model that does not think", "A model that does not think", ""),
+        ("qwen3 off", "<think>Tags and all</think>", "", "<think>Tags and all</think>"),
+        ("deepseek_v3", "<think>Not asked to think</think>", "", "<think>Not asked to think</think>"),
     ]:
-        parser = new_reasoning_parser(name)
+        name, _, off = name.partition(" ")
+        parser = new_reasoning_parser(name, {"enable_thinking": False} if off else None)
         got_r, got_c = "", ""
         for chunk in [*split(text, cuts)]:
             r, c = parser.feed(chunk)
             got_r, got_c = got_r + r, got_c + c
         r, c = parser.finish()
         assert (got_r + r, got_c + c) == (reasoning, content), (name, text)
+
+
+def test_cluster_yaml_names_every_parser_the_frontend_has() -> None:
+    from typing import get_args
+
+    from dynamo_lite.config.schema import ReasoningParserName, ToolCallParser
+    from dynamo_lite.frontend.tools import REASONING_PARSER_NAMES, TOOL_PARSER_NAMES
+
+    assert set(get_args(ToolCallParser)) == set(TOOL_PARSER_NAMES)
+    assert set(get_args(ReasoningParserName)) == set(REASONING_PARSER_NAMES)
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}
+XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\n7\n</parameter>\n<parameter=days>\n3\n</parameter>" \
+           "\n</function>\n</tool_call>"
+
+
+@pytest.mark.parametrize(("parser", "tool_choice", "kept"),
+                         [("hermes", "auto", True), ("hermes", "none", False), ("qwen3_coder", "auto", False),
+                          ("kimi_k2", "required", True)])  # fmt: skip
+async def test_markers_that_are_special_tokens_are_kept_in_the_engine_s_text(harness, parser: str, tool_choice: str,
+                                                                             kept: bool) -> None:  # fmt: skip
+    """As vLLM's parsers ask of a request with tools: the engine does not skip special tokens, which some
+    models' tool-call markers are (hermes in some vocabularies, kimi_k2, mistral)."""
+    from tests.unit.frontend.conftest import Script, pieces
+
+    h = await harness(model={"tool_call_parser": parser, "max_model_len": 2048})
+    h.add_worker("d0", script=Script(pieces(2, "stop")))
+    resp = await h.client.post("/v1/chat/completions", json={
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": [WEATHER],
+        "tool_choice": tool_choice})  # fmt: skip
+    assert resp.status == 200, await resp.text()
+    assert h.engines.calls[0]["sampling"].skip_special_tokens is (False if kept else None)
+
+
+async def test_arguments_are_typed_by_the_request_s_tool_schema(harness) -> None:
+    """qwen3_coder writes every argument as text; the answer's are typed by the tool's schema, as vLLM's."""
+    from dynamo_lite.frontend.request import Piece
+    from tests.unit.frontend.conftest import Script
+
+    h = await harness(model={"tool_call_parser": "qwen3_coder"})
+    h.add_worker("d0", script=Script([Piece(XML_CALL[:30], None, None), Piece(XML_CALL[30:], None, "stop")]))
+    for stream in (False, True):
+        resp = await h.client.post("/v1/chat/completions", json={
+            "model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "tools": [WEATHER],
+            "stream": stream})  # fmt: skip
+        assert resp.status == 200, await resp.text()
+        if stream:
+            chunks = [json.loads(line[6:]) for line in (await resp.text()).splitlines()
+                      if line.startswith("data: {")]  # fmt: skip
+            calls = [c for ch in chunks for d in ch["choices"] for c in d["delta"].get("tool_calls") or ()]
+        else:
+            calls = (await resp.json())["choices"][0]["message"]["tool_calls"]
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == \
+            [("get_weather", {"city": "7", "days": 3})], stream

@@ -1,0 +1,185 @@
+"""The tag-delimited tool-call formats of newer model families, as vLLM's parsers of the same names read them.
+
+- qwen3_xml (qwen3_coder): `<tool_call><function=name><parameter=key>value</parameter></function></tool_call>`
+  (Qwen3-Coder, Qwen3.5); seed_oss: the same inside `<seed:tool_call>`.
+- glm45 (glm47): `<tool_call>name<arg_key>key</arg_key><arg_value>value</arg_value></tool_call>`.
+- minimax_m2: `<minimax:tool_call><invoke name="name"><parameter name="key">value</parameter></invoke>...`.
+- kimi_k2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{...}
+  <|tool_call_end|>...<|tool_calls_section_end|>`.
+- deepseek_v3: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name` + a ```json block +
+  `<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`; deepseek_v31: `...<｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}...`.
+
+Arguments written as text (the XML-like formats) are typed by the tool's schema, as vLLM's parser
+engine types them (`typed`); so are kimi_k2's, which that engine parses too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, items, skip_space
+
+
+def _value_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _after_closing(buffer: str, pos: int, closing: str, final: bool) -> int:
+    """Where a call ending at `pos` ends once its closing tag (optional, after spaces) is taken; -1: not known
+    yet (what follows may still become the closing tag)."""
+    k = skip_space(buffer, pos)
+    if buffer.startswith(closing, k):
+        return k + len(closing)
+    return -1 if not final and closing.startswith(buffer[k:]) else pos
+
+
+class Qwen3XmlParser(ToolParser):
+    START, END = "<tool_call>", "</tool_call>"
+    FUNCTION, FUNCTION_END = "<function=", "</function>"
+    markers = (START, FUNCTION)  # vLLM takes a `<function=` without its wrapper too
+    typed = True
+    PARAM = re.compile(r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))", re.S)
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        if buffer.startswith(self.START, i):
+            i = skip_space(buffer, i + len(self.START))
+        if not buffer.startswith(self.FUNCTION, i):
+            return None
+        close, end = buffer.find(">", i), buffer.find(self.FUNCTION_END, i)
+        if close < 0 or (end < close and not final):
+            return None
+        if end < close:  # the output ended inside the call: vLLM takes its name and complete parameters
+            end = len(buffer)
+        args = {m.group(1).strip(): _trim_newline(m.group(2)) for m in self.PARAM.finditer(buffer, close + 1, end)}
+        used = _after_closing(buffer, min(end + len(self.FUNCTION_END), len(buffer)), self.END, final)
+        return None if used < 0 else ([self.call(buffer[i + len(self.FUNCTION):close].strip(), args)], used)
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        params = "".join(f"<parameter={k}>\n{_value_text(v)}\n</parameter>\n" for k, v in items(args))
+        return f"{cls.START}\n{cls.FUNCTION}{name}>\n{params}{cls.FUNCTION_END}\n{cls.END}"
+
+
+def _trim_newline(value: str) -> str:
+    """One leading and one trailing newline off (the template's layout), as vLLM reads a parameter."""
+    return value.removeprefix("\n").removesuffix("\n")
+
+
+class SeedOssParser(Qwen3XmlParser):
+    START, END = "<seed:tool_call>", "</seed:tool_call>"
+    markers = (START, Qwen3XmlParser.FUNCTION)
+
+
+class Glm45Parser(ToolParser):
+    START, END = "<tool_call>", "</tool_call>"
+    markers = (START,)
+    typed = True
+    ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        end = buffer.find(self.END, i)
+        if not buffer.startswith(self.START, i) or (end < 0 and not final):
+            return None
+        body = buffer[i + len(self.START):end if end >= 0 else len(buffer)]  # (unclosed at the end: as vLLM, the
+        name = body.split("<arg_key>", 1)[0].strip()  # name and the complete arguments)
+        if not name or "<" in name:
+            return None
+        used = end + len(self.END) if end >= 0 else len(buffer)
+        return [self.call(name, {k.strip(): v for k, v in self.ARG.findall(body)})], used
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        pairs = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{_value_text(v)}</arg_value>\n"
+                        for k, v in items(args))
+        return f"{cls.START}{name}\n{pairs}{cls.END}"
+
+
+class _Section(ToolParser):
+    """Calls inside one section, `START` ... `END`; each call a match of `CALL`. At the end of the output, the
+    calls complete in a section never closed are taken."""
+
+    START = END = ""
+    CALL: re.Pattern[str]
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        if not buffer.startswith(self.START, i):
+            return None
+        end = buffer.find(self.END, i)
+        if end < 0 and not final:
+            return None
+        stop = end if end >= 0 else len(buffer)
+        calls = [self.read(m) for m in self.CALL.finditer(buffer, i, stop)]
+        if not calls or None in calls:
+            return None
+        return calls, stop + len(self.END) if end >= 0 else stop  # type: ignore[return-value]
+
+    def read(self, match: re.Match[str]) -> ParsedCall | None:
+        raise NotImplementedError
+
+    def json_call(self, name: str, arguments: str) -> ParsedCall | None:
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            return None
+        return self.call(name, args) if name and isinstance(args, dict) else None
+
+
+class MiniMaxM2Parser(_Section):
+    START, END = "<minimax:tool_call>", "</minimax:tool_call>"
+    markers = (START,)
+    typed = True
+    CALL = re.compile(r'<invoke name="([^"]*)">(.*?)</invoke>', re.S)
+    PARAM = re.compile(r'<parameter name="([^"]*)">(.*?)</parameter>', re.S)
+
+    def read(self, match: re.Match[str]) -> ParsedCall | None:
+        name = match.group(1).strip()
+        return self.call(name, dict(self.PARAM.findall(match.group(2)))) if name else None
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        params = "".join(f'<parameter name="{k}">{_value_text(v)}</parameter>\n' for k, v in items(args))
+        return f'{cls.START}\n<invoke name="{name}">\n{params}</invoke>\n{cls.END}'
+
+
+class KimiK2Parser(_Section):
+    START, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+    markers = (START,)
+    typed = True
+    keeps_special_tokens = True
+    CALL = re.compile(r"<\|tool_call_begin\|>\s*([^<]*?)\s*<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>",
+                      re.S)  # fmt: skip
+
+    def read(self, match: re.Match[str]) -> ParsedCall | None:
+        name = match.group(1).split(":")[0].split(".")[-1].strip()  # functions.get_weather:0
+        return self.json_call(name, match.group(2))
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return (f"{cls.START}<|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>"
+                f"{json.dumps(args, ensure_ascii=False)}<|tool_call_end|>{cls.END}")
+
+
+class DeepSeekV3Parser(_Section):
+    START, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+    markers = (START,)
+    CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)\n```json\n(.*?)\n```\s*<｜tool▁call▁end｜>", re.S)
+    NAME, ARGS = 2, 3  # CALL's groups
+    WRITE = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{args}\n```<｜tool▁call▁end｜>"
+
+    def read(self, match: re.Match[str]) -> ParsedCall | None:
+        return self.json_call(match.group(self.NAME).strip(), match.group(self.ARGS))
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return cls.START + cls.WRITE.format(name=name, args=json.dumps(args, ensure_ascii=False)) + cls.END
+
+
+class DeepSeekV31Parser(DeepSeekV3Parser):
+    CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>", re.S)
+    NAME, ARGS = 1, 2
+    WRITE = "<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{args}<｜tool▁call▁end｜>"
