@@ -15,6 +15,7 @@ from aiohttp import web
 from jinja2 import TemplateError
 from pydantic import Field
 
+from dynamo_lite.config import ModelSpec
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.messages import ChatMessage, Tool
 from dynamo_lite.frontend.schemas import MAX_MESSAGES, TokenId, _Body, parse_body
@@ -67,31 +68,33 @@ def _strict(request: web.Request) -> bool:
     return request.app[STATE].config.frontend.strict_request_fields
 
 
-def _tokenizer(request: web.Request, model: str | None) -> tuple[ModelTokenizer, int]:
+def _tokenizer(request: web.Request, model: str | None) -> tuple[ModelTokenizer, ModelSpec]:
     state = request.app[STATE]
     name = model if model is not None else next(iter(state.models), None)
     if name is None or name not in state.tokenizers:
         raise ApiError(404, f"The model `{name}` does not exist.", param="model", code="model_not_found")
-    return state.tokenizers[name], state.models[name].max_model_len
+    return state.tokenizers[name], state.models[name]
 
 
 async def tokenize(request: web.Request) -> web.Response:
     body = parse_body(await request.read(), TokenizeRequest, _strict(request))
-    tok, max_len = _tokenizer(request, body.model)
+    tok, spec = _tokenizer(request, body.model)
     if (body.prompt is None) == (body.messages is None):
         raise ApiError(400, "Give exactly one of 'prompt' and 'messages'.", param="prompt", code="invalid_value")
     if body.prompt is not None:
         ids = tok.encode_prompt(body.prompt, body.add_special_tokens is not False)
     else:
-        chat = ChatInput(tools=body.tools, add_generation_prompt=body.add_generation_prompt,
-                         continue_final_message=body.continue_final_message, kwargs=body.chat_template_kwargs or {})
+        chat = ChatInput(tools=body.tools, tool_format=spec.tool_call_parser or "hermes",
+                         add_generation_prompt=body.add_generation_prompt,
+                         continue_final_message=body.continue_final_message,
+                         kwargs={**spec.default_chat_template_kwargs, **(body.chat_template_kwargs or {})})
         try:
             text = tok.render_chat(body.messages or [], chat)
         except TemplateError as e:
             raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
         ids = tok.encode_prompt(text, bool(body.add_special_tokens))
     strs = tok.token_strs(ids) if body.return_token_strs else None
-    return json_response({"count": len(ids), "max_model_len": max_len, "tokens": ids, "token_strs": strs})
+    return json_response({"count": len(ids), "max_model_len": spec.max_model_len, "tokens": ids, "token_strs": strs})
 
 
 async def detokenize(request: web.Request) -> web.Response:

@@ -171,7 +171,12 @@ def test_tool_turns_are_rendered_not_dropped(url: str) -> None:
         {"role": "tool", "tool_call_id": "call_1", "content": "21 C and sunny"}]
     ids = post(url, "/tokenize", {"model": "a", "messages": history, "tools": [WEATHER]})["tokens"]
     text = post(url, "/detokenize", {"model": "a", "tokens": ids})["prompt"]
-    assert "get_weather" in text and '"city": "Paris"' in text and "21 C and sunny" in text and "<tools>" in text
+    assert "get_weather" in text and '"city": "Paris"' in text and "<tools>" in text and "21 C and sunny" in text
+    for model in ("a", "p"):  # /tokenize renders as the chat does: the model's tool format and template kwargs
+        counted = post(url, "/tokenize", {"model": model, "messages": history, "tools": [WEATHER]})["count"]
+        answer = post(url, "/v1/chat/completions", {"model": model, "messages": history, "tools": [WEATHER],
+                                                    "max_tokens": 1})  # fmt: skip
+        assert counted == answer["usage"]["prompt_tokens"], model
 
 
 def test_request_ids_field_policy_and_extra_endpoints(url: str, client: openai.OpenAI) -> None:

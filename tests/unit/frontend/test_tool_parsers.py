@@ -34,6 +34,20 @@ CANNED = [
     ("pythonic", '[get_weather(city="Paris"), search(q=\'a } ] ) " b\', n=[1, 2])]', "", [PARIS, TRICKY]),
     ("pythonic", '<|python_start|>[get_weather(city="Paris")]<|python_end|>', "", [PARIS]),
     ("pythonic", "[1, 2] is a list, not a call.", "[1, 2] is a list, not a call.", []),
+    ("hermes", '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call> Done.', "", [PARIS]),
+    ("qwen3_coder", "Let me look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                    "</function>\n</tool_call>", "Let me look.\n", [PARIS]),
+    ("qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+                    "<function=search>\n<parameter=q>\na } ] ) \" b\n</parameter>\n</function>\n</tool_call>", "",
+     [PARIS, ParsedCall("search", '{"q": "a } ] ) \\" b"}')]),
+    ("glm45", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>", "",
+     [PARIS]),
+    ("minimax_m2", '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+                   "</invoke>\n</minimax:tool_call>", "", [PARIS]),
+    ("kimi_k2", '<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>'
+                '{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>', "", [PARIS]),
+    ("deepseek_v31", 'Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{"q": "a } ] ) \\" b", '
+                     '"n": [1, 2]}<｜tool▁call▁end｜><｜tool▁calls▁end｜>', "Sure.", [TRICKY]),
 ]
 
 
