@@ -287,6 +287,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if body.echo and body.logprobs is not None:
             raise ApiError(400, "`echo` with `logprobs` is not supported with beam search because beam search does "
                                 "not compute prompt logprobs.", param="echo", code="invalid_value")
+        if body.max_tokens == 0:  # vLLM answers the echoed prompt once per prompt, and counts no output
+            body = body.model_copy(update={"n": 1})
     if body.logprob_token_ids:
         if body.echo and body.max_tokens == 0:
             raise ApiError(400, "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no "
@@ -317,7 +319,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     shape = Shape(rid, body.model, int(time.time()), chat=False, include_usage=body.include_usage)
     p = Plan(shape, reqs, list(plan.completion_choices(body, prompts, texts, tokenizer)),
              [i // body.choices for i in range(len(reqs))], bool(body.stream), body.continuous_usage,
-             drop_output=body.max_tokens == 0, prompt_logprobs_k=prompt_k,  # vLLM: echo's are returned too
+             drop_output=body.max_tokens == 0, dropped_counted=not body.use_beam_search,
+             prompt_logprobs_k=prompt_k,  # vLLM: echo's are returned too
              token_text=plan.token_texts(body, tokenizer), header={"X-Request-Id": rid[len("cmpl-"):]})  # fmt: skip
     return await _generate(request, state, p)
 

@@ -50,6 +50,7 @@ class Plan:
     stream: bool = False
     continuous_usage: bool = False
     drop_output: bool = False  # completions max_tokens 0 with echo: the prompt only
+    dropped_counted: bool = True  # ... and the token dropped is in usage, as vLLM counts it (not its beam search)
     prompt_logprobs_k: int | None = None  # return vLLM's prompt_logprobs with this top-k
     chat_prompt_ids: bool = False  # chat with return_token_ids: the prompt's token ids beside the choices
     prompt_text: str | None = None  # chat with return_prompt_text: the rendered prompt beside them
@@ -64,7 +65,9 @@ class Plan:
         for i, outcome in sorted(self.outcomes.items()):
             cached.setdefault(self.prompt_of[i], outcome.cached_tokens)
         known = None if None in cached.values() else sum(n for n in cached.values() if n is not None)
-        return usage_body(sum(prompts.values()), sum(o.completion_tokens for o in self.outcomes.values()), known)
+        done = 0 if self.drop_output and not self.dropped_counted else \
+            sum(o.completion_tokens for o in self.outcomes.values())
+        return usage_body(sum(prompts.values()), done, known)
 
 
 async def serve(request: web.Request, plan: Plan, flows: list[AsyncIterator[Piece | Outcome]]) -> web.StreamResponse:

@@ -317,6 +317,8 @@ SAME_ANSWERS = {
     "completion, beam search, a batch, logprobs, token ids": (COMPLETIONS_PATH, _completion(
         ["The capital of France is", "One plus one is"], use_beam_search=True, n=3, logprobs=2, return_token_ids=True,
         length_penalty=0.5)),  # fmt: skip
+    "completion, beam search, echo, no output": (COMPLETIONS_PATH, _completion(
+        ["The capital of France is", "Hi"], use_beam_search=True, n=2, echo=True, max_tokens=0)),  # fmt: skip
     "chat, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, logprobs=True, top_logprobs=1)),
     "chat, stream, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, stream=True)),
     "completion, logprob_token_ids": (COMPLETIONS_PATH, _completion("The capital of France is", logprobs=1,

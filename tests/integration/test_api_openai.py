@@ -223,6 +223,9 @@ def test_beam_search_is_one_engine_request_per_prompt(url: str, client: openai.O
     chunks = list(chat)
     texts = {i: "".join(ch.delta.content or "" for c in chunks for ch in c.choices if ch.index == i) for i in (0, 1)}
     assert all(texts.values()) and chunks[-1].usage.completion_tokens == 6 and decisions(url) == before + 3
+    echoed = client.completions.create(model="a", prompt=["t1 t2 t3", "t4"], n=3, max_tokens=0, echo=True,
+                                       extra_body={"use_beam_search": True})  # as vLLM: each prompt once, no output
+    assert [c.text for c in echoed.choices] == ["t1 t2 t3", "t4"] and echoed.usage.completion_tokens == 0
     for extra, param in (({"stream": True}, "use_beam_search"), ({"echo": True, "logprobs": 1}, "echo")):
         with pytest.raises(openai.BadRequestError) as e:
             client.completions.create(model="a", prompt="x", max_tokens=2,
