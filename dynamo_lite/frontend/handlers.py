@@ -24,7 +24,7 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend import anthropic, extras, plan, responses, responses_out
+from dynamo_lite.frontend import anthropic, checks, extras, plan, responses, responses_out
 from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
@@ -145,28 +145,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     raw = await request.read()
     body, check = parse_request(raw, ChatCompletionRequest, state.config.frontend.strict_request_fields)
-    _as_vllm_checks(state, body)
-    top = body.top_logprobs
-    if top is not None and (top == -1 or top > 0) and not body.logprobs:
-        raise ApiError(400, "when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs",
-                       code="invalid_value")
-    if body.logprob_token_ids and not body.logprobs:
-        raise ApiError(400, "when using `logprob_token_ids`, `logprobs` must be set to true.",
-                       param="logprob_token_ids", code="invalid_value")
+    checks.common(body, next(iter(state.models), None))
+    checks.chat(body)
     return await _generate(request, state, await _chat_plan(request, state, body, check, len(raw), "chatcmpl-"))
-
-
-def _as_vllm_checks(state: FrontendState, body: ChatCompletionRequest | CompletionRequest) -> None:
-    """What vLLM's chat and completions requests check beyond each field, and its default model (the first
-    served) for a request that names none."""
-    if body.model is None:
-        body.model = next(iter(state.models), None)
-    if body.stream_options is not None and body.stream_options.model_fields_set and not body.stream:
-        raise ApiError(400, "Stream options can only be defined when `stream=True`.", param="stream_options",
-                       code="invalid_value")
-    if body.logprob_token_ids and body.use_beam_search:
-        raise ApiError(400, "`logprob_token_ids` is not supported with beam search.", param="logprob_token_ids",
-                       code="invalid_value")
 
 
 async def responses_create(request: web.Request) -> web.StreamResponse:
@@ -272,30 +253,9 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
 async def completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     body, check = parse_request(await request.read(), CompletionRequest, state.config.frontend.strict_request_fields)
-    _as_vllm_checks(state, body)
+    checks.common(body, next(iter(state.models), None))
     tokenizer = _served(request, state, body.model)
-    if body.max_tokens == 0 and not body.echo:
-        raise ApiError(400, "max_tokens 0 is only served with echo (the prompt alone).", param="max_tokens",
-                       code="invalid_value")
-    if body.prompt_logprobs is not None and body.stream:
-        raise ApiError(400, "`prompt_logprobs` are not available when `stream=True`.", param="prompt_logprobs",
-                       code="invalid_value")
-    if body.use_beam_search:  # vLLM's checks; its beam search computes no prompt logprobs (nor returns them)
-        if body.stream:
-            raise ApiError(400, "Streaming is not currently supported with beam search", param="use_beam_search",
-                           code="invalid_value")
-        if body.echo and body.logprobs is not None:
-            raise ApiError(400, "`echo` with `logprobs` is not supported with beam search because beam search does "
-                                "not compute prompt logprobs.", param="echo", code="invalid_value")
-        if body.max_tokens == 0:  # vLLM answers the echoed prompt once per prompt, and counts no output
-            body = body.model_copy(update={"n": 1})
-    if body.logprob_token_ids:
-        if body.echo and body.max_tokens == 0:
-            raise ApiError(400, "`logprob_token_ids` is not supported when `echo=True` and `max_tokens=0` because no "
-                                "output tokens are generated.", param="logprob_token_ids", code="invalid_value")
-        if body.logprobs is None:
-            raise ApiError(400, "when using `logprob_token_ids`, `logprobs` must be set.", param="logprob_token_ids",
-                           code="invalid_value")
+    body = checks.completion(body)
     prompts: list[list[int]] = []
     texts: list[str] = []
     special = body.add_special_tokens is not False
