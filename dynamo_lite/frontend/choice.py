@@ -39,7 +39,6 @@ class ChatOptions:
     beam_search: bool = False  # ... as vLLM writes a beam's
     tool_properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's, by name
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
-    keep_special_tokens: bool = False  # the engine keeps them in the text: the tool-call markers are some
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:

@@ -126,14 +126,19 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
         tool_properties={t.function.name: (t.function.parameters or {}).get("properties") or {}
                          for t in body.tools or ()},
         template_kwargs=template_kwargs(body, spec),
-        keep_special_tokens=bool(body.tools) and choice != "none" and spec.tool_call_parser is not None
-        and PARSERS[spec.tool_call_parser].keeps_special_tokens,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
         role=role, logprobs_listed=body.logprobs_listed,
         beam_search=body.use_beam_search,
     )  # fmt: skip
+
+
+def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
+    """Whether the engine must keep special tokens in its text: a request with tools, for a model whose tool-call
+    markers are special tokens in some vocabularies (as vLLM's parser asks of such a request)."""
+    return bool(body.tools) and body.effective_tool_choice() != "none" and spec.tool_call_parser is not None \
+        and PARSERS[spec.tool_call_parser].keeps_special_tokens
 
 
 def template_kwargs(body: ChatCompletionRequest, spec: ModelSpec) -> dict[str, Any]:

