@@ -39,6 +39,7 @@ class ChatOptions:
     beam_search: bool = False  # ... as vLLM writes a beam's
     tool_properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's, by name
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
+    reasoning_open: bool = False  # the prompt leaves the reasoning open (the output starts inside it)
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class ChatChoice:
         self.index = index
         self.opts = opts
         self.token_text = token_text
-        self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs) \
+        self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
             if opts.reasoning_parser else None
         self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
             if opts.tool_mode == "auto" and opts.tool_parser else None

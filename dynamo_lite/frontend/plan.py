@@ -16,6 +16,7 @@ from dynamo_lite.frontend.request import GenerationRequest, PromptTooLong, Reque
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.tools.formats import PARSERS
+from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS
 from dynamo_lite.protocol import RequestId
 
 
@@ -105,7 +106,9 @@ def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
     return None
 
 
-def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
+def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "") -> ChatOptions:
+    """What the request asks of each choice's output; `prompt`: the rendered prompt (a reasoning parser may read
+    whether it leaves the reasoning open)."""
     choice = body.effective_tool_choice()
     if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
         raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
@@ -126,6 +129,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
         tool_properties={t.function.name: (t.function.parameters or {}).get("properties") or {}
                          for t in body.tools or ()},
         template_kwargs=template_kwargs(body, spec),
+        reasoning_open=spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].opened_by(prompt),
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
@@ -135,10 +139,17 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec) -> ChatOptions:
 
 
 def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
-    """Whether the engine must keep special tokens in its text: a request with tools, for a model whose tool-call
-    markers are special tokens in some vocabularies (as vLLM's parser asks of such a request)."""
-    return bool(body.tools) and body.effective_tool_choice() != "none" and spec.tool_call_parser is not None \
-        and PARSERS[spec.tool_call_parser].keeps_special_tokens
+    """Whether the engine must keep special tokens in its text, as vLLM 0.32 adjusts a chat request: its parsers
+    adjust it when the model has a reasoning parser or the tool_choice is not none, and those that read markers
+    which are special tokens in some vocabularies ask for them (vLLM's parser engine whenever it runs; hermes and
+    kimi_k2 for a request with tools)."""
+    choice = body.effective_tool_choice()
+    if spec.reasoning_parser is None and choice == "none":
+        return False
+    if spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].ENGINE:
+        return True
+    keeps = PARSERS[spec.tool_call_parser].keeps_special_tokens if spec.tool_call_parser else "never"
+    return keeps == "always" or (keeps == "with tools" and bool(body.tools) and choice != "none")
 
 
 def template_kwargs(body: ChatCompletionRequest, spec: ModelSpec) -> dict[str, Any]:

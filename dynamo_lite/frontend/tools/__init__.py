@@ -2,8 +2,8 @@
 
 A parser is made once per choice of a request (`new_tool_parser`), fed the output text as it
 streams, and flushed at the end; fed the whole text at once, it gives the non-streamed answer,
-so both paths are one code. Formats: hermes, llama3_json, mistral, pythonic (as vLLM's parsers
-of those names); reasoning: deepseek_r1, qwen3 (`<think>` ... `</think>`).
+so both paths are one code. The formats (`formats.py`, `tagged.py`) and the reasoning parsers
+(`reasoning.py`) are vLLM 0.32's of the same names; `PARSERS` and `REASONING_PARSERS` list them.
 """
 
 from __future__ import annotations

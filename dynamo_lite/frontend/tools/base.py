@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from dynamo_lite.frontend.tools.coerce import coerce_arguments
 
@@ -47,7 +47,10 @@ class ToolParser:
     markers: tuple[str, ...] = ()
     only_at_start = False
     typed = False  # arguments coerced to their schema types, as vLLM's parser engine does
-    keeps_special_tokens = False  # vLLM's parser asks the engine not to skip special tokens (its markers are)
+    # When vLLM's parser asks the engine to keep special tokens in its text (some formats' markers are special
+    # tokens): never; for a request with tools whose tool_choice is not none; or whenever the parsers run
+    # (the formats of vLLM's parser engine).
+    keeps_special_tokens: Literal["never", "with tools", "always"] = "never"
 
     def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.tools = tools or {}
@@ -160,6 +163,16 @@ def skip_space(text: str, i: int) -> int:
     while i < len(text) and text[i].isspace():
         i += 1
     return i
+
+
+def wrapped(buffer: str, start: str, end: str, final: bool) -> tuple[str, int] | None:
+    """The text between `start` (after spaces) and `end` at the front of `buffer`, and where the piece ends;
+    at the end of the output (`final`) an unclosed piece runs to the end. None: no such piece (yet)."""
+    i = skip_space(buffer, 0)
+    stop = buffer.find(end, i)
+    if not buffer.startswith(start, i) or (stop < 0 and not final):
+        return None
+    return (buffer[i + len(start):], len(buffer)) if stop < 0 else (buffer[i + len(start):stop], stop + len(end))
 
 
 def partial_marker(text: str, markers: tuple[str, ...]) -> int:

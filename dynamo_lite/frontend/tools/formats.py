@@ -1,13 +1,16 @@
 """The tool-call formats, as vLLM's parsers of the same names read them.
 
 - hermes: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, anywhere, repeated
-  (Hermes, Qwen 2.5/3 ...).
+  (Hermes, Qwen 2.5/3 ...); longcat: the same in `<longcat_tool_call>`.
+- granite: `<|tool_call|>` (or `<tool_call>`) then a JSON list of calls (Granite 3.0 / 3.1).
 - llama3_json: the output is `{"name": ..., "parameters": {...}}` objects (`arguments`
   too), optionally after `<|python_tag|>`, separated by `;` (Llama 3.1-3.3).
 - mistral: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}`, or (tokenizer v11+)
   `[TOOL_CALLS]name{...}` per call, optionally `name[ARGS]{...}`.
 - pythonic: the output is a Python list of calls, `[get_weather(city="Paris"), f(x=1)]`
   (Llama 3.2 / 4, optionally inside `<|python_start|>` ... `<|python_end|>`).
+
+The tag-delimited formats of newer families are in `tagged.py`, Gemma 4's in `gemma4.py`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, items, skip_space
+from dynamo_lite.frontend.tools.gemma4 import Gemma4Parser
 from dynamo_lite.frontend.tools.tagged import (
     DeepSeekV3Parser,
     DeepSeekV31Parser,
+    DeepSeekV32Parser,
+    DeepSeekV4Parser,
     Glm45Parser,
     KimiK2Parser,
     MiniMaxM2Parser,
@@ -47,11 +53,11 @@ def _call(name: object, arguments: object) -> ParsedCall | None:
 class HermesParser(ToolParser):
     markers = ("<tool_call>",)
     END = "</tool_call>"
-    keeps_special_tokens = True
+    keeps_special_tokens = "with tools"
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
-        return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}\n</tool_call>"
+        return f"{cls.markers[0]}\n{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}\n{cls.END}"
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         start = skip_space(buffer, 0)
@@ -70,6 +76,40 @@ class HermesParser(ToolParser):
         if call is None:
             return None
         return [call], min(end + len(self.END), len(buffer))
+
+
+class LongcatParser(HermesParser):
+    markers = ("<longcat_tool_call>",)
+    END = "</longcat_tool_call>"
+
+
+class GraniteParser(ToolParser):
+    """Granite 3.0 / 3.1: `<|tool_call|>` (or `<tool_call>`) then a JSON list of `{"name", "arguments"}`."""
+
+    markers = ("<|tool_call|>", "<tool_call>")
+    typed = True
+    keeps_special_tokens = "always"  # as vLLM's parser engine
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return f"{cls.markers[0]}{json.dumps([{'name': name, 'arguments': args}], ensure_ascii=False)}"
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        marker = next((m for m in self.markers if buffer.startswith(m, i)), None)
+        if marker is None:
+            return None
+        i = skip_space(buffer, i + len(marker))
+        end = balanced_end(buffer, i) if buffer.startswith("[", i) else -1
+        if end < 0:
+            return None
+        try:
+            listed = json.loads(buffer[i:end])
+        except ValueError:
+            return None
+        calls = [self.call(c["name"], c.get("arguments") or {}) for c in listed
+                 if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("arguments", {}), dict)]
+        return (calls, end) if calls and len(calls) == len(listed) else None
 
 
 class Llama3JsonParser(ToolParser):
@@ -101,7 +141,7 @@ class Llama3JsonParser(ToolParser):
 
 class MistralParser(ToolParser):
     markers = ("[TOOL_CALLS]",)
-    keeps_special_tokens = True
+    keeps_special_tokens = "always"
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -204,6 +244,12 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "kimi_k2": KimiK2Parser,
     "deepseek_v3": DeepSeekV3Parser,
     "deepseek_v31": DeepSeekV31Parser,
+    "deepseek_v32": DeepSeekV32Parser,
+    "deepseek_v4": DeepSeekV4Parser,
+    "longcat": LongcatParser,
+    "granite": GraniteParser,
+    "gemma4": Gemma4Parser,
+    "step3p5": Qwen3XmlParser,
 }
 
 

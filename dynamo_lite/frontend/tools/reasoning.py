@@ -2,17 +2,23 @@
 parsers of the same names split it.
 
 A thinking model's template opens `<think>` in the prompt, so the output is reasoning until `</think>`
-(a leading `<think>` is dropped; without `</think>`, all of it is reasoning). Whether the request
-thinks at all is read from its `chat_template_kwargs`, per family, as vLLM reads it:
+(without `</think>`, all of it is reasoning). Whether the request thinks at all is read from its
+`chat_template_kwargs`, per family, as vLLM reads it:
 
-- deepseek_r1, minimax_m2: always.
-- qwen3: unless `enable_thinking` is false; a `<tool_call>` ends the reasoning too.
-- glm45, glm47: unless `thinking` / `enable_thinking` say no (neither true); a `<tool_call>` ends it too.
-- kimi_k2: as glm45, with `<|tool_calls_section_begin|>`.
-- seed_oss: as qwen3, with `<seed:think>` ... `</seed:think>` and `<seed:tool_call>`.
+- deepseek_r1, minimax_m2, step3p5: always.
+- qwen3, nemotron_v3: unless `enable_thinking` is false.
+- glm45, glm47, kimi_k2: unless `thinking` / `enable_thinking` say no (neither true).
+- seed_oss: as qwen3, with `<seed:think>` ... `</seed:think>`.
 - deepseek_v3: only when `thinking` or `enable_thinking` is true.
+- deepseek_v4: as glm45, and not when `reasoning_effort` is none.
+- gemma4: `<|channel>thought` ... `<channel|>`, wherever the model opens it (see its class).
 
-Not thinking, all of the output is content, tags and all.
+Not thinking, all of the output is content, tags and all (deepseek_v4: a `<think>` there still opens
+reasoning). The families vLLM parses with its parser engine (all but deepseek_r1 and deepseek_v3) run one
+machine: a `<think>` inside reasoning and a `</think>` inside content are dropped; the family's tool-call
+opening (`ENDS_AT`) also ends reasoning and stays in the content; glm45, deepseek_v4 and gemma4 go back to
+reasoning on an opening tag in the content; and the white space that ends the reasoning is dropped
+(`STRIP`), but for qwen3 and seed_oss.
 """
 
 from __future__ import annotations
@@ -24,54 +30,126 @@ from dynamo_lite.frontend.tools.base import partial_marker
 
 
 class ReasoningParser:
-    """Fed output deltas; returns (reasoning, content) per delta. One per choice of a request."""
+    """Fed output deltas; returns (reasoning, content) per delta. One per choice of a request.
+
+    This base is deepseek_r1's: a leading `<think>` is dropped, the first `</think>` ends the reasoning,
+    and any later tag is text."""
 
     START, END = "<think>", "</think>"
     ENDS_AT: tuple[str, ...] = ()  # tool-call openings that end the reasoning; they stay in the content
+    ENGINE = False  # vLLM's parser engine: stray tags dropped (a START in reasoning, an END in content)
+    REENTERS = False  # a START in the content opens reasoning again
+    STRIP = False  # white space at the end of the reasoning is dropped
+    OFF_STILL_PARSES = False  # not thinking, the output is still parsed (from content), not passed as it is
 
-    def __init__(self, thinking: bool = True) -> None:
-        self._held = ""
-        self._state = "start" if thinking else "content"  # start -> reasoning -> content
+    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
+        """`opened`: the prompt left the reasoning open (`opened_by`), so the output starts in it."""
+        self._held = ""  # text that may be the start of a marker
+        self._space = ""  # reasoning's trailing white space, held while STRIP
+        if opened:
+            self._state = "reasoning"
+        elif thinking:
+            self._state = "reasoning" if self.ENGINE else "start"
+        else:
+            self._state = "content" if self.OFF_STILL_PARSES else "plain"
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
         """Whether a request with these chat_template_kwargs thinks."""
         return True
 
+    @classmethod
+    def opened_by(cls, prompt: str) -> bool:
+        """Whether the rendered prompt leaves the reasoning open, whatever the kwargs (gemma4's only)."""
+        return False
+
     def feed(self, text: str) -> tuple[str, str]:
-        text = self._held + text
-        self._held = ""
-        reasoning = ""
-        if self._state == "start":
-            stripped = text.lstrip()
-            if not stripped or (self.START.startswith(stripped) and stripped != self.START):
-                self._held = text
-                return "", ""
-            if stripped.startswith(self.START):
-                text = stripped[len(self.START):]
-            self._state = "reasoning"
-        if self._state == "reasoning":
-            hit = min(((i, m) for m in (self.END, *self.ENDS_AT) if (i := text.find(m)) >= 0), default=None)
+        text, self._held = self._held + text, ""
+        reasoning, content = "", ""
+        while text:
+            if self._state == "plain":
+                return reasoning, content + text
+            if self._state == "start":
+                stripped = text.lstrip()
+                if not stripped or (self.START.startswith(stripped) and stripped != self.START):
+                    self._held = text
+                    break
+                text = stripped[len(self.START):] if stripped.startswith(self.START) else text
+                self._state = "reasoning"
+                continue
+            markers = self._markers()
+            hit = min(((i, m) for m in markers if (i := text.find(m)) >= 0), default=None)
             if hit is None:
-                keep = partial_marker(text, (self.END, *self.ENDS_AT))
-                self._held = text[len(text) - keep:]
-                return text[: len(text) - keep], ""
+                keep = partial_marker(text, markers)
+                self._held, text = text[len(text) - keep:], text[: len(text) - keep]
+                if self._state == "reasoning":
+                    reasoning += self._reason(text, ending=False)
+                else:
+                    content += text
+                break
             at, marker = hit
-            reasoning, text = text[:at], text[at + len(marker):] if marker == self.END else text[at:]
-            self._state = "content"
-        return reasoning, text
+            if self._state == "reasoning":
+                reasoning += self._reason(text[:at], ending=marker != self.START)
+                if marker != self.START:
+                    self._state = "content"
+            else:
+                content += text[:at]
+                if marker == self.START:
+                    self._state = "reasoning"
+            text = text[at:] if marker in self.ENDS_AT else text[at + len(marker):]
+        return reasoning, content
 
     def finish(self) -> tuple[str, str]:
         held, self._held = self._held, ""
-        return (held, "") if self._state != "content" else ("", held)
+        if self._state in ("start", "reasoning"):
+            return self._reason(held, ending=True), ""
+        return "", held
+
+    def _markers(self) -> tuple[str, ...]:
+        if self._state == "reasoning":
+            return (self.END, *self.ENDS_AT, *((self.START,) if self.ENGINE else ()))
+        return (*((self.END,) if self.ENGINE else ()), *((self.START,) if self.REENTERS else ()))
+
+    def _reason(self, text: str, ending: bool) -> str:
+        """Reasoning text out, the trailing white space held back while STRIP (dropped when the reasoning ends)."""
+        if not self.STRIP:
+            return text
+        text, self._space = self._space + text, ""
+        if ending:
+            return text.rstrip()
+        body = text.rstrip()
+        self._space = text[len(body):]
+        return body
 
 
-class Qwen3ReasoningParser(ReasoningParser):
+class _Engine(ReasoningParser):
+    ENGINE = True
+    STRIP = True
+
+
+class MiniMaxM2ReasoningParser(_Engine):
+    ENDS_AT = ("<minimax:tool_call>",)
+
+
+class Qwen3ReasoningParser(_Engine):
     ENDS_AT = ("<tool_call>",)
+    STRIP = False
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
         return bool(kwargs.get("enable_thinking", True))
+
+
+class NemotronV3ReasoningParser(Qwen3ReasoningParser):
+    STRIP = True
+
+
+class Step3p5ReasoningParser(Qwen3ReasoningParser):
+    STRIP = True
+
+    @staticmethod
+    def thinks(kwargs: Mapping[str, Any]) -> bool:
+        return True  # its template always opens `<think>`
 
 
 class SeedOssReasoningParser(Qwen3ReasoningParser):
@@ -79,8 +157,9 @@ class SeedOssReasoningParser(Qwen3ReasoningParser):
     ENDS_AT = ("<seed:tool_call>",)
 
 
-class Glm45ReasoningParser(ReasoningParser):
+class Glm45ReasoningParser(_Engine):
     ENDS_AT = ("<tool_call>",)
+    REENTERS = True
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
@@ -90,6 +169,71 @@ class Glm45ReasoningParser(ReasoningParser):
 
 class KimiK2ReasoningParser(Glm45ReasoningParser):
     ENDS_AT = ("<|tool_calls_section_begin|>",)
+    REENTERS = False
+
+
+class DeepSeekV4ReasoningParser(Glm45ReasoningParser):
+    ENDS_AT = ("<｜DSML｜tool_calls>", "<｜DSML｜toolcalls>", "<｜DSML｜tool>")
+    OFF_STILL_PARSES = True
+
+    @staticmethod
+    def thinks(kwargs: Mapping[str, Any]) -> bool:
+        return Glm45ReasoningParser.thinks(kwargs) and kwargs.get("reasoning_effort") != "none"
+
+
+class Gemma4ReasoningParser(_Engine):
+    """Gemma 4: `<|channel>thought\n` ... `<channel|>`, from content whatever the kwargs; the `thought` label is
+    dropped. As vLLM's, the output begins in reasoning when the prompt leaves a channel open (`opened_by`), or
+    when its first piece starts with the label or closes a channel it never opened."""
+
+    START, END = "<|channel>", "<channel|>"
+    ENDS_AT = ("<|tool_call>",)
+    REENTERS = True
+    LABEL = "thought\n"
+    BOUNDARIES = ("<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")
+
+    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
+        super().__init__(thinking=False, opened=opened)
+        self._state = "reasoning" if opened else "content"  # (not by the kwargs)
+        self._first: str | None = None if opened else ""  # the first piece while it may be the label; None: decided
+        self._label: str | None = ""  # the first reasoning, while it may be the label; None once decided
+
+    @classmethod
+    def opened_by(cls, prompt: str) -> bool:
+        """A `<|channel>` after the last closing, tool call or turn (the template continues a thought after a
+        tool's answer), as vLLM reads the prompt's tokens."""
+        return prompt.rfind(cls.START) > max(prompt.rfind(b) for b in cls.BOUNDARIES)
+
+    def feed(self, text: str) -> tuple[str, str]:
+        if self._first is not None:
+            text = self._first + text
+            if self.LABEL.startswith(text) and text != self.LABEL:
+                self._first = text
+                return "", ""
+            self._first = None
+            if text.startswith(self.LABEL) or (self.END in text and self.START not in text):
+                text = self.START + text
+        reasoning, content = super().feed(text)
+        return self._unlabel(reasoning, ended=self._state != "reasoning"), content
+
+    def finish(self) -> tuple[str, str]:
+        if self._first:  # the whole output is a piece of the label
+            first, self._first = self._first, None
+            return ("", "") if first == self.LABEL.rstrip() else ("", first)
+        reasoning, content = super().finish()
+        return self._unlabel(reasoning, ended=True), content
+
+    def _unlabel(self, reasoning: str, ended: bool) -> str:
+        if self._label is None:
+            return reasoning
+        text = self._label + reasoning
+        if not text or (not ended and self.LABEL.startswith(text)):
+            self._label = text
+            return ""
+        self._label = None
+        if text.startswith(self.LABEL):
+            return text[len(self.LABEL):]
+        return "" if ended and text == self.LABEL.rstrip() else text
 
 
 class DeepSeekV3ReasoningParser(ReasoningParser):
@@ -100,17 +244,23 @@ class DeepSeekV3ReasoningParser(ReasoningParser):
 
 REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-parser names
     "deepseek_r1": ReasoningParser,
-    "minimax_m2": ReasoningParser,
+    "minimax_m2": MiniMaxM2ReasoningParser,
     "qwen3": Qwen3ReasoningParser,
+    "nemotron_v3": NemotronV3ReasoningParser,
+    "step3p5": Step3p5ReasoningParser,
     "glm45": Glm45ReasoningParser,
     "glm47": Glm45ReasoningParser,
     "seed_oss": SeedOssReasoningParser,
     "kimi_k2": KimiK2ReasoningParser,
     "deepseek_v3": DeepSeekV3ReasoningParser,
+    "deepseek_v4": DeepSeekV4ReasoningParser,
+    "gemma4": Gemma4ReasoningParser,
 }
 
 
-def new_reasoning_parser(name: str, chat_template_kwargs: Mapping[str, Any] | None = None) -> ReasoningParser:
-    """A fresh parser (one per choice of a request), thinking or not as the request's kwargs say."""
+def new_reasoning_parser(name: str, chat_template_kwargs: Mapping[str, Any] | None = None,
+                         opened: bool = False) -> ReasoningParser:  # fmt: skip
+    """A fresh parser (one per choice of a request), thinking or not as the request's kwargs say; `opened`: the
+    prompt left the reasoning open (`opened_by`)."""
     kind = REASONING_PARSERS[name]
-    return kind(kind.thinks(chat_template_kwargs or {}))
+    return kind(kind.thinks(chat_template_kwargs or {}), opened)

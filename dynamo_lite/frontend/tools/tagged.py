@@ -8,9 +8,12 @@
   <|tool_call_end|>...<|tool_calls_section_end|>`.
 - deepseek_v3: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name` + a ```json block +
   `<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`; deepseek_v31: `...<｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}...`.
+- deepseek_v32 (DSML): `<｜DSML｜function_calls><｜DSML｜invoke name="f"><｜DSML｜parameter name="x"
+  string="true">v</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>`; deepseek_v4: in `<｜DSML｜tool_calls>`.
+- step3p5 is qwen3_xml's format.
 
-Arguments written as text (the XML-like formats) are typed by the tool's schema, as vLLM's parser
-engine types them (`typed`); so are kimi_k2's, which that engine parses too.
+Arguments written as text (the XML-like formats, DSML) are typed by the tool's schema, as vLLM's
+parser engine types them (`typed`); so are kimi_k2's, which that engine parses too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, items, skip_space
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, items, skip_space, wrapped
 
 
 def _value_text(value: object) -> str:
@@ -40,6 +43,7 @@ class Qwen3XmlParser(ToolParser):
     FUNCTION, FUNCTION_END = "<function=", "</function>"
     markers = (START, FUNCTION)  # vLLM takes a `<function=` without its wrapper too
     typed = True
+    keeps_special_tokens = "always"  # as vLLM's parser engine
     PARAM = re.compile(r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))", re.S)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
@@ -77,18 +81,17 @@ class Glm45Parser(ToolParser):
     START, END = "<tool_call>", "</tool_call>"
     markers = (START,)
     typed = True
+    keeps_special_tokens = "always"  # as vLLM's parser engine
     ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        i = skip_space(buffer, 0)
-        end = buffer.find(self.END, i)
-        if not buffer.startswith(self.START, i) or (end < 0 and not final):
+        piece = wrapped(buffer, self.START, self.END, final)  # (unclosed at the end: as vLLM, the name and the
+        if piece is None:  # complete arguments)
             return None
-        body = buffer[i + len(self.START):end if end >= 0 else len(buffer)]  # (unclosed at the end: as vLLM, the
-        name = body.split("<arg_key>", 1)[0].strip()  # name and the complete arguments)
+        body, used = piece
+        name = body.split("<arg_key>", 1)[0].strip()
         if not name or "<" in name:
             return None
-        used = end + len(self.END) if end >= 0 else len(buffer)
         return [self.call(name, {k.strip(): v for k, v in self.ARG.findall(body)})], used
 
     @classmethod
@@ -133,6 +136,7 @@ class MiniMaxM2Parser(_Section):
     START, END = "<minimax:tool_call>", "</minimax:tool_call>"
     markers = (START,)
     typed = True
+    keeps_special_tokens = "always"  # as vLLM's parser engine
     CALL = re.compile(r'<invoke name="([^"]*)">(.*?)</invoke>', re.S)
     PARAM = re.compile(r'<parameter name="([^"]*)">(.*?)</parameter>', re.S)
 
@@ -150,7 +154,7 @@ class KimiK2Parser(_Section):
     START, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
     markers = (START,)
     typed = True
-    keeps_special_tokens = True
+    keeps_special_tokens = "with tools"
     CALL = re.compile(r"<\|tool_call_begin\|>\s*([^<]*?)\s*<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>",
                       re.S)  # fmt: skip
 
@@ -183,3 +187,57 @@ class DeepSeekV31Parser(DeepSeekV3Parser):
     CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>", re.S)
     NAME, ARGS = 1, 2
     WRITE = "<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{args}<｜tool▁call▁end｜>"
+
+
+_DSML = "｜DSML｜"
+
+
+class DeepSeekV32Parser(ToolParser):
+    """DeepSeek V3.2's DSML: `<｜DSML｜function_calls>` + `<｜DSML｜invoke name="f">` + parameters, each
+    `<｜DSML｜parameter name="x" string="true|false">value</｜DSML｜parameter>` (a string as written, else JSON);
+    an invoke may come without the wrapper."""
+
+    STARTS: tuple[str, ...] = (f"<{_DSML}function_calls>",)
+    END = f"</{_DSML}function_calls>"
+    INVOKE, INVOKE_END = f'<{_DSML}invoke name="', f"</{_DSML}invoke>"
+    markers = (*STARTS, INVOKE)
+    typed = True
+    keeps_special_tokens = "always"  # as vLLM's parser engine
+    PARAM = re.compile(rf'<{_DSML}parameter\s+name="([^"]+)"(?:\s+string="([^"]*)")?\s*>(.*?)'
+                       rf"(?:</{_DSML}parameter>|(?=<{_DSML}parameter\s+name=))", re.S)  # fmt: skip
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        start = next((s for s in self.STARTS if buffer.startswith(s, i)), None)
+        if start is not None:
+            return [], i + len(start)  # the wrapper opens: the invokes follow (its closing ends the calls)
+        name_end, end = buffer.find('">', i), buffer.find(self.INVOKE_END, i)
+        if not buffer.startswith(self.INVOKE, i) or name_end < 0 or (end < 0 and not final):
+            return None
+        stop = end if end >= 0 else len(buffer)  # cut short at the end: the name and the parameters closed
+        args = {m.group(1): _dsml_value(m.group(2), m.group(3)) for m in self.PARAM.finditer(buffer, name_end, stop)}
+        return [self.call(buffer[i + len(self.INVOKE):name_end], args)], stop + len(self.INVOKE_END) * (end >= 0)
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        params = "".join(f'<{_DSML}parameter name="{k}" string="{str(isinstance(v, str)).lower()}">'
+                         f"{_value_text(v)}</{_DSML}parameter>\n" for k, v in items(args))  # fmt: skip
+        return f'{cls.STARTS[0]}\n{cls.INVOKE}{name}">\n{params}{cls.INVOKE_END}\n{cls.END}'
+
+
+def _dsml_value(string: str | None, text: str) -> Any:
+    if string == "true":
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class DeepSeekV4Parser(DeepSeekV32Parser):
+    """DeepSeek V4: the same inside `<｜DSML｜tool_calls>` (or the spellings `toolcalls`, `tool` seen from it)."""
+
+    STARTS = (f"<{_DSML}tool_calls>", f"<{_DSML}toolcalls>", f"<{_DSML}tool>")
+    END = f"</{_DSML}tool_calls>"
+    markers = (*STARTS, DeepSeekV32Parser.INVOKE)
+

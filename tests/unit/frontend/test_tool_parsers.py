@@ -131,16 +131,20 @@ XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\n7\n</paramete
            "\n</function>\n</tool_call>"
 
 
-@pytest.mark.parametrize(("parser", "tool_choice", "kept"),
-                         [("hermes", "auto", True), ("hermes", "none", False), ("qwen3_coder", "auto", False),
-                          ("kimi_k2", "required", True)])  # fmt: skip
-async def test_markers_that_are_special_tokens_are_kept_in_the_engine_s_text(harness, parser: str, tool_choice: str,
-                                                                             kept: bool) -> None:  # fmt: skip
-    """As vLLM's parsers ask of a request with tools: the engine does not skip special tokens, which some
-    models' tool-call markers are (hermes in some vocabularies, kimi_k2, mistral)."""
+@pytest.mark.parametrize(("model", "tool_choice", "kept"),
+                         [({"tool_call_parser": "hermes"}, "auto", True), ({"tool_call_parser": "hermes"}, "none", False),
+                          ({"tool_call_parser": "llama3_json"}, "auto", False),
+                          ({"tool_call_parser": "qwen3_coder"}, "none", False),
+                          ({"tool_call_parser": "qwen3_coder"}, "auto", True),
+                          ({"reasoning_parser": "qwen3"}, "none", True),
+                          ({"reasoning_parser": "deepseek_r1"}, "none", False)])  # fmt: skip
+async def test_markers_that_are_special_tokens_are_kept_in_the_engine_s_text(harness, model: dict[str, str],
+                                                                             tool_choice: str, kept: bool) -> None:  # fmt: skip
+    """As vLLM's parsers ask (`test_tool_parsers_vllm.py` holds the rule to vLLM's): the engine does not skip
+    special tokens, which some models' markers are, when the parsers that read them run."""
     from tests.unit.frontend.conftest import Script, pieces
 
-    h = await harness(model={"tool_call_parser": parser, "max_model_len": 2048})
+    h = await harness(model={**model, "max_model_len": 2048})
     h.add_worker("d0", script=Script(pieces(2, "stop")))
     resp = await h.client.post("/v1/chat/completions", json={
         "model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": [WEATHER],
@@ -169,3 +173,21 @@ async def test_arguments_are_typed_by_the_request_s_tool_schema(harness) -> None
             calls = (await resp.json())["choices"][0]["message"]["tool_calls"]
         assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == \
             [("get_weather", {"city": "7", "days": 3})], stream
+
+
+@pytest.mark.parametrize(("parser", "prompt", "opened"),
+                         [("gemma4", "<|turn>user\nhi<|tool_response>r<|channel>thought\n", True),
+                          ("gemma4", "<|turn>user\nhi<|turn>model\n", False),
+                          ("deepseek_v3", "<|channel>thought\n", False)])  # fmt: skip
+def test_the_prompt_tells_a_choice_whether_it_starts_in_reasoning(parser: str, prompt: str, opened: bool) -> None:
+    from dynamo_lite.config.schema import ModelSpec
+    from dynamo_lite.frontend import plan
+    from dynamo_lite.frontend.choice import ChatChoice
+    from dynamo_lite.frontend.schemas import ChatCompletionRequest
+
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    opts = plan.chat_options(body, ModelSpec(name="m", path="x", reasoning_parser=parser), prompt)
+    assert opts.reasoning_open is opened
+    reasoner = ChatChoice(0, opts, str).reasoner
+    assert reasoner is not None
+    assert reasoner.feed("The answer.")[0] == ("The answer." if opened else "")
