@@ -11,6 +11,7 @@ Parsers and state are made once per choice; each piece is handled once.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class ChatOptions:
     tool_properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's, by name
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
     reasoning_open: bool = False  # the prompt leaves the reasoning open (the output starts inside it)
+    drop_special: re.Pattern[str] | None = None  # special tokens' text that vLLM's parser engine drops
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -67,7 +69,8 @@ class ChatChoice:
 
     def delta(self, piece: Piece) -> dict[str, Any] | None:
         """The stream choice for `piece` (None: nothing to send yet)."""
-        reasoning, content = self.reasoner.feed(piece.text) if self.reasoner else ("", piece.text)
+        text = piece.text if self.opts.drop_special is None else self.opts.drop_special.sub("", piece.text)
+        reasoning, content = self.reasoner.feed(text) if self.reasoner else ("", text)
         if self._echo:  # the continued assistant message comes first, as part of the answer
             content, self._echo = self._echo + content, ""
         return self._emit(reasoning, content, piece, None)

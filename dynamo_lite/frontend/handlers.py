@@ -33,6 +33,7 @@ from dynamo_lite.frontend.respond import STATUS_LABEL, Plan, serve
 from dynamo_lite.frontend.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
+    OpenAiRequest,
     parse_request,
     validated,
 )
@@ -54,6 +55,7 @@ MODEL_LABEL = web.RequestKey("model_label", str)
 # from here, so the wait for an admission slot and the tokenization count too, as its client sees them.
 RECEIVED = web.RequestKey("received", float)
 PRIORITY_HEADER = "X-Vllm-Priority"  # vLLM's: overrides the body's `priority`
+SESSION_HEADER = "X-Session-ID"  # vLLM's: a session id where the body has none
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
@@ -231,7 +233,7 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     text, ids = await _chat_prompt(request, state, body, raw_len)
     tokenizer = state.tokenizers[body.model]
     spec = state.models[body.model]
-    opts = plan.chat_options(body, spec, text)
+    opts = plan.chat_options(body, spec, text, tokenizer.special_tokens)
     structured = plan.tool_structured(body) or body.structured()
     ids = plan.truncate(ids, body, spec.max_model_len)
     rid = id_prefix + _base_id(request, body.request_id)
@@ -239,7 +241,7 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     want_prompt = body.prompt_logprobs is not None and not body.use_beam_search  # (vLLM's beam search: none)
     prompt_k = body.prompt_logprobs if want_prompt else None
     sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), prompt_k), want_prompt,
-                                plan.keeps_special_tokens(body, spec))
+                                plan.keeps_special_tokens(body, spec), session_of(request, body))
     reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
                                 "messages", tokenizer, want_prompt, request[RECEIVED])  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)
@@ -272,7 +274,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     want_prompt = not body.use_beam_search and (body.prompt_logprobs is not None or bool(body.echo and
                                                                                           body.logprobs is not None))
     prompt_k = None if not want_prompt else body.prompt_logprobs if body.prompt_logprobs is not None else body.logprobs
-    sampling = plan.sampling_of(body, body.structured(), _engine_k(body.logprobs, prompt_k), want_prompt)
+    sampling = plan.sampling_of(body, body.structured(), _engine_k(body.logprobs, prompt_k), want_prompt,
+                                session_id=session_of(request, body))
     reqs = plan.choice_requests(body, state.models[body.model], state.config.frontend.max_tokens_limit,
                                 _internal(rid), prompts, sampling, "prompt", tokenizer, want_prompt,
                                 request[RECEIVED], min_one=body.max_tokens == 0)  # fmt: skip
@@ -291,6 +294,12 @@ def _engine_k(output_k: int | None, prompt_k: int | None) -> int | None:
     if not ks:
         return None
     return -1 if -1 in ks else max(ks)
+
+
+def session_of(request: web.Request, body: OpenAiRequest) -> str | None:
+    """vLLM's session id: the body's `session_id`, else the X-Session-ID header (else `vllm_xargs.session_id`,
+    which the engine reads itself)."""
+    return body.session_id or request.headers.get(SESSION_HEADER) or None
 
 
 def _base_id(request: web.Request, body_id: str | None) -> str:

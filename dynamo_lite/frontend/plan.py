@@ -4,7 +4,9 @@ tool_choice as structured output, request ids, and the output builders (choice.p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynamo_lite.config import ModelSpec
@@ -21,11 +23,12 @@ from dynamo_lite.protocol import RequestId
 
 
 def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs_k: int | None,
-                echo: bool, keep_special_tokens: bool = False) -> Sampling:  # fmt: skip
+                echo: bool, keep_special_tokens: bool = False, session_id: str | None = None) -> Sampling:  # fmt: skip
     """vLLM's SamplingParams fields of the body, by their request names. With `use_beam_search` they go to the
     engine as they are, with the beam width `n`: vLLM's beam search takes the fields it uses and ignores the
-    rest, and so does it here. `keep_special_tokens`: the model's tool-call markers are special tokens, kept in
-    the text for the parser (as vLLM's parser asks of a request with tools)."""
+    rest, and so does it here. `keep_special_tokens`: special tokens kept in the text for the parsers
+    (`keeps_special_tokens`). `session_id`: the request's (`handlers.session_of`), which the engine puts on its
+    KV events."""
     return Sampling(
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, seed=body.seed,
         stop=body.stop_list(), stop_token_ids=tuple(body.stop_token_ids or ()),
@@ -37,7 +40,7 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
         skip_special_tokens=None if body.skip_special_tokens and not keep_special_tokens else False,
         spaces_between_special_tokens=None if body.spaces_between_special_tokens else False,
         logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
-        cache_salt=body.cache_salt, thinking_token_budget=body.thinking_token_budget,
+        cache_salt=body.cache_salt, session_id=session_id, thinking_token_budget=body.thinking_token_budget,
         repetition_detection=body.repetition_detection, logprob_token_ids=tuple(body.logprob_token_ids or ()),
         watermarking=body.watermarking, stream_interval=body.stream_interval,
         use_beam_search=body.use_beam_search or None,
@@ -106,9 +109,10 @@ def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
     return None
 
 
-def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "") -> ChatOptions:
+def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
+                 special_tokens: tuple[str, ...] = ()) -> ChatOptions:  # fmt: skip
     """What the request asks of each choice's output; `prompt`: the rendered prompt (a reasoning parser may read
-    whether it leaves the reasoning open)."""
+    whether it leaves the reasoning open); `special_tokens`: the model's (`dropped_specials`)."""
     choice = body.effective_tool_choice()
     if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
         raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
@@ -130,6 +134,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "")
                          for t in body.tools or ()},
         template_kwargs=template_kwargs(body, spec),
         reasoning_open=spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].opened_by(prompt),
+        drop_special=dropped_specials(spec, template_kwargs(body, spec), mode == "auto", special_tokens),
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
@@ -150,6 +155,25 @@ def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
         return True
     keeps = PARSERS[spec.tool_call_parser].keeps_special_tokens if spec.tool_call_parser else "never"
     return keeps == "always" or (keeps == "with tools" and bool(body.tools) and choice != "none")
+
+
+def dropped_specials(spec: ModelSpec, kwargs: Mapping[str, Any], tools_parsed: bool,
+                     special_tokens: tuple[str, ...]) -> re.Pattern[str] | None:  # fmt: skip
+    """The special tokens whose text leaves the output before parsing, as vLLM's parser engine drops them when the
+    output goes through it (the model's reasoning parser, when the request thinks or the family parses anyway; or
+    its tool-call parser, with tool_choice auto): all but the tags of the model's parsers. None: nothing to drop."""
+    reasoning = REASONING_PARSERS[spec.reasoning_parser] if spec.reasoning_parser else None
+    tools = PARSERS[spec.tool_call_parser] if spec.tool_call_parser else None
+    reasons = reasoning is not None and reasoning.ENGINE and (reasoning.thinks(kwargs) or reasoning.OFF_STILL_PARSES)
+    if not (reasons or (tools_parsed and tools is not None and tools.engine)):
+        return None
+    keep = (reasoning.tags() if reasoning else frozenset()) | (tools.tags() if tools else frozenset())
+    return _pattern(tuple(t for t in special_tokens if t and t not in keep))
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(texts: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True))) if texts else None
 
 
 def template_kwargs(body: ChatCompletionRequest, spec: ModelSpec) -> dict[str, Any]:

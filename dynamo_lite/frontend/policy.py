@@ -38,7 +38,6 @@ IGNORED: dict[str, str] = {
     "return_token_offsets": "render endpoints only (vLLM ignores it here too)",
     "mm_payload": "render endpoints only",
     "return_mm_kwargs": "render endpoints only",
-    "session_id": "no sessions",
     "routed_experts_prompt_start": "no expert routing data is returned",
     "guided_decoding_backend": "the engine picks its structured-output backend",
 }

@@ -47,6 +47,7 @@ class Sampling:
     structured_outputs: dict[str, Any] | None = None  # vLLM's StructuredOutputsParams, as validated (schemas.py)
     vllm_xargs: dict[str, Any] | None = None
     cache_salt: str | None = None
+    session_id: str | None = None
     thinking_token_budget: int | None = None
     repetition_detection: dict[str, Any] | None = None
     logprob_token_ids: tuple[int, ...] = ()  # the alternatives listed are these (and the token sampled)

@@ -25,7 +25,7 @@ _RESPONSES_NAME = {"max_completion_tokens": "max_output_tokens",
                    "truncate_prompt_tokens": "truncation"}
 # Accepted and not acted on, as vLLM does (echoed in the response where it has a field there); and chat fields
 # that are not the Responses API's, which vLLM ignores there too (one choice; logprobs through `include`).
-_NOT_FOR_CHAT = ("store", "metadata", "user", "service_tier", "max_tool_calls", "prompt_cache_key", "session_id",
+_NOT_FOR_CHAT = ("store", "metadata", "user", "service_tier", "max_tool_calls", "prompt_cache_key",
                  "enable_response_messages", "watermarking", "mm_processor_kwargs", "media_io_kwargs", "mm_payload",
                  "return_mm_kwargs", "n", "echo", "stream_options", "logprobs", "prompt_logprobs")
 

@@ -104,6 +104,7 @@ class _Sampling(_Body):
     return_token_ids: bool | None = None
     return_tokens_as_token_ids: bool | None = None
     cache_salt: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    session_id: str | None = None  # a conversation's stable id: the engines' KV events carry it (as vLLM)
     priority: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] = 0  # orders the admission queue (lower first)
     vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None = None
     thinking_token_budget: Annotated[int, Field(ge=-1)] | None = None

@@ -49,6 +49,7 @@ class ModelTokenizer:
         self.renders_tool_calls = "tool_calls" in source
         self.renders_developer = '"developer"' in source or "'developer'" in source
         self.eos_token_id: int | None = self._tok.eos_token_id
+        self.special_tokens: tuple[str, ...] = tuple(str(t) for t in self._tok.all_special_tokens)
         self.vocab_size = len(self._tok)
         self._rust = _rust_encoder(self._tok)
 

@@ -273,6 +273,7 @@ SAME_ANSWERS = {
                                                     top_logprobs=2)),
     "chat, a custom role": (CHAT_PATH, {**_chat(""), "messages": [{"role": "narrator", "content": "Once upon"}]}),
     "chat, return_token_ids": (CHAT_PATH, _chat("Name a fruit.", return_token_ids=True)),
+    "chat, a session id": (CHAT_PATH, _chat("Name a fruit.", session_id="conversation-1")),
     "chat, sampling seeded": (CHAT_PATH, _chat("Name a fruit.", temperature=0.7, seed=3, top_k=5, min_p=0.1,
                                                repetition_penalty=1.2, presence_penalty=0.5)),
     "chat, a developer message": (CHAT_PATH, {**_chat(""), "messages": [{"role": "developer", "content": "Be brief."},

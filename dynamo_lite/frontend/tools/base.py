@@ -45,12 +45,19 @@ class ToolParser:
     """
 
     markers: tuple[str, ...] = ()
+    TAGS: tuple[str, ...] = ()  # the format's other literal tags (`tags`)
     only_at_start = False
     typed = False  # arguments coerced to their schema types, as vLLM's parser engine does
     # When vLLM's parser asks the engine to keep special tokens in its text (some formats' markers are special
     # tokens): never; for a request with tools whose tool_choice is not none; or whenever the parsers run
     # (the formats of vLLM's parser engine).
     keeps_special_tokens: Literal["never", "with tools", "always"] = "never"
+    engine = False  # vLLM parses the format with its parser engine, which drops other special tokens' text
+
+    @classmethod
+    def tags(cls) -> frozenset[str]:
+        """Every literal tag of the format: kept where the text of other special tokens is dropped."""
+        return frozenset((*cls.markers, *cls.TAGS))
 
     def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.tools = tools or {}

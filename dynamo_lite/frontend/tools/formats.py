@@ -27,6 +27,7 @@ from dynamo_lite.frontend.tools.tagged import (
     DeepSeekV31Parser,
     DeepSeekV32Parser,
     DeepSeekV4Parser,
+    DeepSeekV41Parser,
     Glm45Parser,
     KimiK2Parser,
     MiniMaxM2Parser,
@@ -53,6 +54,7 @@ def _call(name: object, arguments: object) -> ParsedCall | None:
 class HermesParser(ToolParser):
     markers = ("<tool_call>",)
     END = "</tool_call>"
+    TAGS = (END,)
     keeps_special_tokens = "with tools"
 
     @classmethod
@@ -81,6 +83,7 @@ class HermesParser(ToolParser):
 class LongcatParser(HermesParser):
     markers = ("<longcat_tool_call>",)
     END = "</longcat_tool_call>"
+    TAGS = (END,)
 
 
 class GraniteParser(ToolParser):
@@ -89,6 +92,7 @@ class GraniteParser(ToolParser):
     markers = ("<|tool_call|>", "<tool_call>")
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
+    engine = True
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -141,6 +145,8 @@ class Llama3JsonParser(ToolParser):
 
 class MistralParser(ToolParser):
     markers = ("[TOOL_CALLS]",)
+    TAGS = ("[ARGS]",)
+    engine = True
     keeps_special_tokens = "always"
 
     @classmethod
@@ -184,6 +190,7 @@ class PythonicParser(ToolParser):
     markers = ("<|python_start|>", "[")
     only_at_start = True
     END = "<|python_end|>"
+    TAGS = (END,)
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -246,6 +253,7 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "deepseek_v31": DeepSeekV31Parser,
     "deepseek_v32": DeepSeekV32Parser,
     "deepseek_v4": DeepSeekV4Parser,
+    "deepseek_v41": DeepSeekV41Parser,
     "longcat": LongcatParser,
     "granite": GraniteParser,
     "gemma4": Gemma4Parser,

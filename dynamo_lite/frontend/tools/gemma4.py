@@ -22,8 +22,10 @@ class Gemma4Parser(ToolParser):
 
     START, END = "<|tool_call>", "<tool_call|>"
     markers = (START,)
+    TAGS = (END, _GEMMA_QUOTE)
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
+    engine = True
     HEAD = re.compile(r"\s*(?:call)?:([^{(]*)[{(]?", re.S)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:

@@ -10,15 +10,16 @@ A thinking model's template opens `<think>` in the prompt, so the output is reas
 - glm45, glm47, kimi_k2: unless `thinking` / `enable_thinking` say no (neither true).
 - seed_oss: as qwen3, with `<seed:think>` ... `</seed:think>`.
 - deepseek_v3: only when `thinking` or `enable_thinking` is true.
-- deepseek_v4: as glm45, and not when `reasoning_effort` is none.
+- deepseek_v4, deepseek_v41: as glm45, and not when `reasoning_effort` is none.
 - gemma4: `<|channel>thought` ... `<channel|>`, wherever the model opens it (see its class).
+- mistral: `[THINK]` ... `[/THINK]`, wherever the model opens it.
 
 Not thinking, all of the output is content, tags and all (deepseek_v4: a `<think>` there still opens
 reasoning). The families vLLM parses with its parser engine (all but deepseek_r1 and deepseek_v3) run one
 machine: a `<think>` inside reasoning and a `</think>` inside content are dropped; the family's tool-call
-opening (`ENDS_AT`) also ends reasoning and stays in the content; glm45, deepseek_v4 and gemma4 go back to
-reasoning on an opening tag in the content; and the white space that ends the reasoning is dropped
-(`STRIP`), but for qwen3 and seed_oss.
+opening (`ENDS_AT`) also ends reasoning and stays in the content; glm45, deepseek_v4, gemma4 and mistral go
+back to reasoning on an opening tag in the content; and the white space that ends all of the reasoning is
+dropped (`STRIP`), but for qwen3 and seed_oss.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ReasoningParser:
 
     START, END = "<think>", "</think>"
     ENDS_AT: tuple[str, ...] = ()  # tool-call openings that end the reasoning; they stay in the content
+    TAGS: tuple[str, ...] = ()  # the other tags vLLM's parser of the family knows (its tool-call closing)
     ENGINE = False  # vLLM's parser engine: stray tags dropped (a START in reasoning, an END in content)
     REENTERS = False  # a START in the content opens reasoning again
     STRIP = False  # white space at the end of the reasoning is dropped
@@ -45,7 +47,7 @@ class ReasoningParser:
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
         """`opened`: the prompt left the reasoning open (`opened_by`), so the output starts in it."""
         self._held = ""  # text that may be the start of a marker
-        self._space = ""  # reasoning's trailing white space, held while STRIP
+        self._space = ""  # the reasoning's trailing white space, held while STRIP
         if opened:
             self._state = "reasoning"
         elif thinking:
@@ -62,6 +64,11 @@ class ReasoningParser:
     def opened_by(cls, prompt: str) -> bool:
         """Whether the rendered prompt leaves the reasoning open, whatever the kwargs (gemma4's only)."""
         return False
+
+    @classmethod
+    def tags(cls) -> frozenset[str]:
+        """The family's literal tags: kept where the text of other special tokens is dropped."""
+        return frozenset((cls.START, cls.END, *cls.ENDS_AT, *cls.TAGS))
 
     def feed(self, text: str) -> tuple[str, str]:
         text, self._held = self._held + text, ""
@@ -83,13 +90,13 @@ class ReasoningParser:
                 keep = partial_marker(text, markers)
                 self._held, text = text[len(text) - keep:], text[: len(text) - keep]
                 if self._state == "reasoning":
-                    reasoning += self._reason(text, ending=False)
+                    reasoning += self._reason(text)
                 else:
                     content += text
                 break
             at, marker = hit
             if self._state == "reasoning":
-                reasoning += self._reason(text[:at], ending=marker != self.START)
+                reasoning += self._reason(text[:at])
                 if marker != self.START:
                     self._state = "content"
             else:
@@ -101,22 +108,21 @@ class ReasoningParser:
 
     def finish(self) -> tuple[str, str]:
         held, self._held = self._held, ""
-        if self._state in ("start", "reasoning"):
-            return self._reason(held, ending=True), ""
-        return "", held
+        reasoning = self._reason(held) if self._state in ("start", "reasoning") else ""
+        self._space = ""
+        return (reasoning, "") if self._state in ("start", "reasoning") else ("", held)
 
     def _markers(self) -> tuple[str, ...]:
         if self._state == "reasoning":
             return (self.END, *self.ENDS_AT, *((self.START,) if self.ENGINE else ()))
         return (*((self.END,) if self.ENGINE else ()), *((self.START,) if self.REENTERS else ()))
 
-    def _reason(self, text: str, ending: bool) -> str:
-        """Reasoning text out, the trailing white space held back while STRIP (dropped when the reasoning ends)."""
+    def _reason(self, text: str) -> str:
+        """Reasoning text out; while STRIP, its trailing white space is held back: sent before more reasoning,
+        dropped at the end of the output (so only the white space that ends all of the reasoning goes)."""
         if not self.STRIP:
             return text
         text, self._space = self._space + text, ""
-        if ending:
-            return text.rstrip()
         body = text.rstrip()
         self._space = text[len(body):]
         return body
@@ -128,11 +134,11 @@ class _Engine(ReasoningParser):
 
 
 class MiniMaxM2ReasoningParser(_Engine):
-    ENDS_AT = ("<minimax:tool_call>",)
+    ENDS_AT, TAGS = ("<minimax:tool_call>",), ("</minimax:tool_call>",)
 
 
 class Qwen3ReasoningParser(_Engine):
-    ENDS_AT = ("<tool_call>",)
+    ENDS_AT, TAGS = ("<tool_call>",), ("</tool_call>",)
     STRIP = False
 
     @staticmethod
@@ -154,11 +160,11 @@ class Step3p5ReasoningParser(Qwen3ReasoningParser):
 
 class SeedOssReasoningParser(Qwen3ReasoningParser):
     START, END = "<seed:think>", "</seed:think>"
-    ENDS_AT = ("<seed:tool_call>",)
+    ENDS_AT, TAGS = ("<seed:tool_call>",), ("</seed:tool_call>",)
 
 
 class Glm45ReasoningParser(_Engine):
-    ENDS_AT = ("<tool_call>",)
+    ENDS_AT, TAGS = ("<tool_call>",), ("</tool_call>",)
     REENTERS = True
 
     @staticmethod
@@ -168,17 +174,35 @@ class Glm45ReasoningParser(_Engine):
 
 
 class KimiK2ReasoningParser(Glm45ReasoningParser):
-    ENDS_AT = ("<|tool_calls_section_begin|>",)
+    ENDS_AT, TAGS = ("<|tool_calls_section_begin|>",), ("<|tool_calls_section_end|>",)
     REENTERS = False
 
 
 class DeepSeekV4ReasoningParser(Glm45ReasoningParser):
-    ENDS_AT = ("<｜DSML｜tool_calls>", "<｜DSML｜toolcalls>", "<｜DSML｜tool>")
+    ENDS_AT, TAGS = ("<｜DSML｜tool_calls>", "<｜DSML｜toolcalls>", "<｜DSML｜tool>"), ("</｜DSML｜tool_calls>",)
     OFF_STILL_PARSES = True
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
         return Glm45ReasoningParser.thinks(kwargs) and kwargs.get("reasoning_effort") != "none"
+
+
+class DeepSeekV41ReasoningParser(DeepSeekV4ReasoningParser):
+    ENDS_AT, TAGS = ("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",)
+
+
+class MistralReasoningParser(_Engine):
+    """Magistral: `[THINK]` ... `[/THINK]` wherever the model opens it (from content, whatever the kwargs), as
+    vLLM reads a vocabulary that has `[THINK]`."""
+
+    START, END = "[THINK]", "[/THINK]"
+    ENDS_AT, TAGS = ("[TOOL_CALLS]",), ("[ARGS]",)
+    REENTERS = True
+    OFF_STILL_PARSES = True
+
+    @staticmethod
+    def thinks(kwargs: Mapping[str, Any]) -> bool:
+        return False  # it opens its reasoning itself
 
 
 class Gemma4ReasoningParser(_Engine):
@@ -187,7 +211,7 @@ class Gemma4ReasoningParser(_Engine):
     when its first piece starts with the label or closes a channel it never opened."""
 
     START, END = "<|channel>", "<channel|>"
-    ENDS_AT = ("<|tool_call>",)
+    ENDS_AT, TAGS = ("<|tool_call>",), ("<tool_call|>", '<|"|>')
     REENTERS = True
     LABEL = "thought\n"
     BOUNDARIES = ("<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")
@@ -254,7 +278,9 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "kimi_k2": KimiK2ReasoningParser,
     "deepseek_v3": DeepSeekV3ReasoningParser,
     "deepseek_v4": DeepSeekV4ReasoningParser,
+    "deepseek_v41": DeepSeekV41ReasoningParser,
     "gemma4": Gemma4ReasoningParser,
+    "mistral": MistralReasoningParser,
 }
 
 

@@ -42,8 +42,10 @@ class Qwen3XmlParser(ToolParser):
     START, END = "<tool_call>", "</tool_call>"
     FUNCTION, FUNCTION_END = "<function=", "</function>"
     markers = (START, FUNCTION)  # vLLM takes a `<function=` without its wrapper too
+    TAGS = (END, FUNCTION_END)
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
+    engine = True
     PARAM = re.compile(r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))", re.S)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
@@ -75,13 +77,16 @@ def _trim_newline(value: str) -> str:
 class SeedOssParser(Qwen3XmlParser):
     START, END = "<seed:tool_call>", "</seed:tool_call>"
     markers = (START, Qwen3XmlParser.FUNCTION)
+    TAGS = (END, Qwen3XmlParser.FUNCTION_END)
 
 
 class Glm45Parser(ToolParser):
     START, END = "<tool_call>", "</tool_call>"
     markers = (START,)
+    TAGS = (END, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
+    engine = True
     ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
@@ -135,8 +140,10 @@ class _Section(ToolParser):
 class MiniMaxM2Parser(_Section):
     START, END = "<minimax:tool_call>", "</minimax:tool_call>"
     markers = (START,)
+    TAGS = (END,)
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
+    engine = True
     CALL = re.compile(r'<invoke name="([^"]*)">(.*?)</invoke>', re.S)
     PARAM = re.compile(r'<parameter name="([^"]*)">(.*?)</parameter>', re.S)
 
@@ -153,6 +160,8 @@ class MiniMaxM2Parser(_Section):
 class KimiK2Parser(_Section):
     START, END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
     markers = (START,)
+    TAGS = (END, "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>")
+    engine = True
     typed = True
     keeps_special_tokens = "with tools"
     CALL = re.compile(r"<\|tool_call_begin\|>\s*([^<]*?)\s*<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>",
@@ -171,6 +180,7 @@ class KimiK2Parser(_Section):
 class DeepSeekV3Parser(_Section):
     START, END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
     markers = (START,)
+    TAGS = (END, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>")
     CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)\n```json\n(.*?)\n```\s*<｜tool▁call▁end｜>", re.S)
     NAME, ARGS = 2, 3  # CALL's groups
     WRITE = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{args}\n```<｜tool▁call▁end｜>"
@@ -192,19 +202,28 @@ class DeepSeekV31Parser(DeepSeekV3Parser):
 _DSML = "｜DSML｜"
 
 
+def _dsml_param(tag: str) -> re.Pattern[str]:
+    """A parameter, closed or cut off by the next one: (name, the `string` attribute, value)."""
+    t = re.escape(tag)
+    return re.compile(rf'<{t}parameter\s+name="([^"]+)"(?:\s+string="([^"]*)")?\s*>(.*?)'
+                      rf"(?:</{t}parameter>|(?=<{t}parameter\s+name=))", re.S)
+
+
 class DeepSeekV32Parser(ToolParser):
     """DeepSeek V3.2's DSML: `<｜DSML｜function_calls>` + `<｜DSML｜invoke name="f">` + parameters, each
     `<｜DSML｜parameter name="x" string="true|false">value</｜DSML｜parameter>` (a string as written, else JSON);
     an invoke may come without the wrapper."""
 
+    TAG = _DSML  # what opens each DSML tag
     STARTS: tuple[str, ...] = (f"<{_DSML}function_calls>",)
     END = f"</{_DSML}function_calls>"
     INVOKE, INVOKE_END = f'<{_DSML}invoke name="', f"</{_DSML}invoke>"
     markers = (*STARTS, INVOKE)
+    TAGS = (END, INVOKE_END)
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
-    PARAM = re.compile(rf'<{_DSML}parameter\s+name="([^"]+)"(?:\s+string="([^"]*)")?\s*>(.*?)'
-                       rf"(?:</{_DSML}parameter>|(?=<{_DSML}parameter\s+name=))", re.S)  # fmt: skip
+    engine = True
+    PARAM = _dsml_param(_DSML)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         i = skip_space(buffer, 0)
@@ -220,8 +239,8 @@ class DeepSeekV32Parser(ToolParser):
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
-        params = "".join(f'<{_DSML}parameter name="{k}" string="{str(isinstance(v, str)).lower()}">'
-                         f"{_value_text(v)}</{_DSML}parameter>\n" for k, v in items(args))  # fmt: skip
+        params = "".join(f'<{cls.TAG}parameter name="{k}" string="{str(isinstance(v, str)).lower()}">'
+                         f"{_value_text(v)}</{cls.TAG}parameter>\n" for k, v in items(args))  # fmt: skip
         return f'{cls.STARTS[0]}\n{cls.INVOKE}{name}">\n{params}{cls.INVOKE_END}\n{cls.END}'
 
 
@@ -240,4 +259,16 @@ class DeepSeekV4Parser(DeepSeekV32Parser):
     STARTS = (f"<{_DSML}tool_calls>", f"<{_DSML}toolcalls>", f"<{_DSML}tool>")
     END = f"</{_DSML}tool_calls>"
     markers = (*STARTS, DeepSeekV32Parser.INVOKE)
+    TAGS = (END, DeepSeekV32Parser.INVOKE_END)
 
+
+class DeepSeekV41Parser(DeepSeekV32Parser):
+    """DeepSeek V4.1: DSML with a space after the marker, `<｜DSML｜ calls>` + `<｜DSML｜ invoke name="f">` ..."""
+
+    TAG = f"{_DSML} "
+    STARTS = (f"<{TAG}calls>",)
+    END = f"</{TAG}calls>"
+    INVOKE, INVOKE_END = f'<{TAG}invoke name="', f"</{TAG}invoke>"
+    markers = (*STARTS, INVOKE)
+    TAGS = (END, INVOKE_END)
+    PARAM = _dsml_param(TAG)

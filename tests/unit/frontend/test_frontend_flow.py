@@ -259,3 +259,22 @@ async def test_the_ttft_prediction_is_judged_at_the_first_token(harness) -> None
     resp = await h.client.post("/v1/completions", json={**body, "stream": False})
     assert resp.status == 200
     assert await h.metric(f"{name}_count", model="m") == 1
+
+
+async def test_the_session_id_goes_to_the_engine_as_vllm_takes_it(harness) -> None:
+    """vLLM's session id (the body's, else the X-Session-ID header) goes with the engine request, whose KV events
+    then carry it; on chat, completions and the Responses API."""
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(1, "stop")))
+    sent = [(CHAT, {"messages": HELLO, "session_id": "body"}, {}),
+            (CHAT, {"messages": HELLO}, {"X-Session-ID": "header"}),
+            (CHAT, {"messages": HELLO, "session_id": "body"}, {"X-Session-ID": "header"}),
+            ("/v1/completions", {"prompt": "hi"}, {"X-Session-ID": "header"}),
+            ("/v1/responses", {"input": "hi", "session_id": "body"}, {}),
+            (CHAT, {"messages": HELLO}, {})]  # fmt: skip
+    for path, body, headers in sent:
+        resp = await h.client.post(path, json={"model": "m", "max_tokens": 1, **body}, headers=headers)
+        assert resp.status == 200, await resp.text()
+    got = [call["sampling"].session_id for call in h.engines.calls]
+    assert got == ["body", "header", "body", "header", "body", None]
+    assert h.engines.calls[0]["sampling"].fields()["session_id"] == "body"

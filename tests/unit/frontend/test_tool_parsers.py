@@ -191,3 +191,24 @@ def test_the_prompt_tells_a_choice_whether_it_starts_in_reasoning(parser: str, p
     reasoner = ChatChoice(0, opts, str).reasoner
     assert reasoner is not None
     assert reasoner.feed("The answer.")[0] == ("The answer." if opened else "")
+
+
+@pytest.mark.parametrize(("model", "thinking", "dropped"),
+                         [({"reasoning_parser": "qwen3"}, True, True), ({"reasoning_parser": "qwen3"}, False, False),
+                          ({"reasoning_parser": "deepseek_r1"}, True, False), ({}, True, False)])  # fmt: skip
+async def test_special_tokens_leave_the_text_where_vllm_s_parser_engine_drops_them(
+        harness, model: dict[str, str], thinking: bool, dropped: bool) -> None:  # fmt: skip
+    """The engine keeps special tokens for vLLM's parser engine, which then drops those that are not its tags;
+    other parsers leave them in, as vLLM's do."""
+    from dynamo_lite.frontend.request import Piece
+    from tests.unit.frontend.conftest import Script
+
+    h = await harness(model={**model, "max_model_len": 2048})
+    h.add_worker("d0", script=Script([Piece("<think>Plan.</think>", [1], None),
+                                      Piece("An<|im_end|>swer.", [2, 3], "stop")]))  # fmt: skip
+    resp = await h.client.post("/v1/chat/completions", json={
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3,
+        "chat_template_kwargs": {"enable_thinking": thinking}})  # fmt: skip
+    message = (await resp.json())["choices"][0]["message"]
+    text = (message.get("reasoning") or "") + "|" + message["content"]
+    assert ("<|im_end|>" not in text) is dropped, text

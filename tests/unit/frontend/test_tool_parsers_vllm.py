@@ -22,7 +22,7 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "<arg_value>", "</arg_value>", "<minimax:tool_call>", "</minimax:tool_call>", "<seed:tool_call>",
            "</seed:tool_call>", "<seed:bos>", "<seed:eos>", "<think>", "</think>", "<seed:think>", "</seed:think>",
            "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>",
-           "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<longcat_tool_call>", "</longcat_tool_call>", "<|tool_call|>", "<|tool_call>", "<tool_call|>", '<|"|>',
+           "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<｜DSML｜ calls>", "</｜DSML｜ calls>", "<longcat_tool_call>", "</longcat_tool_call>", "<|tool_call|>", "<|tool_call>", "<tool_call|>", '<|"|>',
            "<|channel>", "<channel|>"]  # fmt: skip
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
          "tags": {"type": "array", "items": {"type": "string"}}, "temp": {"type": ["number", "null"]},
@@ -88,6 +88,11 @@ OUTPUTS: list[tuple[str, str]] = [
                     f'{{"lat": "48.8"}}</{D}parameter>\n</{D}invoke>\n</{D}tool_calls>'),
     ("deepseek_v4", f'<{D}toolcalls><{D}invoke name="search"><{D}parameter name="q" string="true">x</{D}parameter>'
                     f"</{D}invoke></{D}tool_calls>"),
+    ("deepseek_v41", f'Sure.<{D} calls>\n<{D} invoke name="get_weather">\n<{D} parameter name="days" string="false">'
+                     f'3</{D} parameter>\n<{D} parameter name="city" string="true">7</{D} parameter>\n</{D} invoke>\n'
+                     f"</{D} calls>After."),
+    ("deepseek_v41", f'<{D} invoke name="search">\n<{D} parameter name="q" string="true">x</{D} parameter>\n'
+                     f"</{D} invoke>"),
     ("longcat", 'Sure.<longcat_tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</longcat_tool_call>'),
     ("granite", 'Sure. <|tool_call|>[{"name": "get_weather", "arguments": {"city": "SF", "days": "3"}}, '
                 '{"name": "search", "arguments": {}}] After.'),
@@ -154,33 +159,43 @@ THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>Th
             "<seed:think>Plan.</seed:think>The answer.", "Plan.</think>The answer.<think>more</think>end",
             "A</think>B</think>C", "<think>A<think>B</think>C", "Plan.\n</think>\nAns", "Plan. \n",
             "<seed:think>A<seed:think>B</seed:think>C</seed:think>D", "Plan.<minimax:tool_call>x",
-            "Plan.<｜DSML｜tool_calls>x", "<|channel>thought\nPlan.<channel|>The answer.", "thought\nPlan.<channel|>Ans",
+            "Plan.<｜DSML｜tool_calls>x", "Plan.<｜DSML｜ calls>x", "<|channel>thought\nPlan.<channel|>The answer.", "thought\nPlan.<channel|>Ans",
             "Plan.<channel|>Ans", "<|channel>thought\nPlan.<|tool_call>call:x{}<tool_call|>", "<|channel>thought",
             "Ans<channel|>more<|channel>thought\nX<channel|>Y", "<|channel>thought\nA  \n<channel|>B",
-            "<|channel>thoughtful<channel|>B", "thought"]  # fmt: skip
+            "<|channel>thoughtful<channel|>B", "thought", "[THINK]Plan.[/THINK]The answer.", "Plan.[/THINK]Ans",
+            "[THINK]Plan. \n[/THINK]Ans[THINK]more \n[/THINK]end", "[THINK]Plan.[TOOL_CALLS]x{}", "[THINK]cut",
+            "<think>A \n</think>B<think>C</think>D"]  # fmt: skip
 KWARGS: list[dict[str, Any] | None] = [None, {"enable_thinking": False}, {"enable_thinking": True},
                                        {"thinking": True}, {"thinking": False}, {"reasoning_effort": "none"}]  # fmt: skip
 REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47", "seed_oss", "kimi_k2",
-             "deepseek_v3", "deepseek_v4", "gemma4"]  # fmt: skip
+             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", REASONING)
 @pytest.mark.parametrize("kwargs", KWARGS, ids=str)
 def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict[str, Any] | None) -> None:
-    """The thinking tags are added tokens, not special ones, as in a thinking model's vocabulary (vLLM's engine
-    parsers drop special tokens from what they return)."""
+    """The thinking tags are added tokens, as in a thinking model's vocabulary; Mistral's are special tokens, whose
+    text vLLM's parser engine drops for the other families, as the frontend does before parsing
+    (`plan.dropped_specials`, applied to each engine delta: a special token is one token, never split)."""
     from transformers import AutoTokenizer
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
+    from dynamo_lite.config.schema import ModelSpec
+    from dynamo_lite.frontend import plan
+
     tok = AutoTokenizer.from_pretrained(str(tiny))
     tok.add_tokens(["<think>", "</think>", "<seed:think>", "</seed:think>", "<|channel>", "<channel|>"])
+    tok.add_special_tokens({"additional_special_tokens": ["[THINK]", "[/THINK]", "[TOOL_CALLS]"]})  # (mistral's)
     extra = {"chat_template_kwargs": kwargs} if kwargs else {}
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **extra)
+    drop = plan.dropped_specials(ModelSpec(name="m", path="x", reasoning_parser=name), kwargs or {}, False,
+                                 tuple(tok.all_special_tokens))  # fmt: skip
     for text in THOUGHTS:
         if name in ("deepseek_r1", "deepseek_v3") and text.find("<think>") > 0:
             continue  # vLLM's whole answer drops all text before a later `<think>`; no stream can take text back
         theirs = vllm_reasoning.ReasoningParserManager.get_reasoning_parser(name)(tok, **extra)
         expected = tuple(part or "" for part in theirs.extract_reasoning(text, request))
+        output, text = text, drop.sub("", text) if drop else text
         for size in (len(text), 1, 4):
             if name == "gemma4" and size < len(text) and text.startswith("Plan.<channel|>"):
                 continue  # as vLLM's own stream: a closing channel starts the output in reasoning only in its first piece
@@ -188,11 +203,11 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
             for piece in [*(text[i:i + size] for i in range(0, len(text), size)), None]:
                 r, c = parser.feed(piece) if piece is not None else parser.finish()
                 got = (got[0] + r, got[1] + c)
-            assert got == expected, (text, size)
+            assert got == expected, (output, size)
 
 
 TOOL_NAMES = [None, "hermes", "llama3_json", "mistral", "pythonic", "qwen3_coder", "seed_oss", "glm45", "minimax_m2",
-              "kimi_k2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "longcat", "step3p5", "granite", "gemma4"]  # fmt: skip
+              "kimi_k2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "longcat", "step3p5", "granite", "gemma4"]  # fmt: skip
 
 
 @pytest.mark.parametrize("tool_parser", TOOL_NAMES)
