@@ -233,7 +233,7 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     text, ids = await _chat_prompt(request, state, body, raw_len)
     tokenizer = state.tokenizers[body.model]
     spec = state.models[body.model]
-    opts = plan.chat_options(body, spec, text, tokenizer.special_tokens)
+    opts = plan.chat_options(body, spec, text, tokenizer)
     structured = plan.tool_structured(body) or body.structured()
     ids = plan.truncate(ids, body, spec.max_model_len)
     rid = id_prefix + _base_id(request, body.request_id)

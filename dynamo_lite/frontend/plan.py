@@ -110,9 +110,9 @@ def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
 
 
 def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
-                 special_tokens: tuple[str, ...] = ()) -> ChatOptions:  # fmt: skip
+                 tok: ModelTokenizer | None = None) -> ChatOptions:  # fmt: skip
     """What the request asks of each choice's output; `prompt`: the rendered prompt (a reasoning parser may read
-    whether it leaves the reasoning open); `special_tokens`: the model's (`dropped_specials`)."""
+    whether it leaves the reasoning open); `tok`: the model's tokenizer (its chat template and special tokens)."""
     choice = body.effective_tool_choice()
     if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
         raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
@@ -127,14 +127,15 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
     last = body.messages[-1]
     role = "assistant" if body.add_generation_prompt else last.role  # vLLM's answer role
     mode = "named" if isinstance(choice, NamedToolChoice) else choice
+    kwargs = reasoning_kwargs(body, spec, tok.chat_template if tok else "")
     return ChatOptions(
         tool_mode=mode, tool_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
         tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
         tool_properties={t.function.name: (t.function.parameters or {}).get("properties") or {}
                          for t in body.tools or ()},
-        template_kwargs=template_kwargs(body, spec),
+        template_kwargs=kwargs,
         reasoning_open=spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].opened_by(prompt),
-        drop_special=dropped_specials(spec, template_kwargs(body, spec), mode == "auto", special_tokens),
+        drop_special=dropped_specials(spec, kwargs, mode == "auto", tok.special_tokens if tok else ()),
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
@@ -174,6 +175,15 @@ def dropped_specials(spec: ModelSpec, kwargs: Mapping[str, Any], tools_parsed: b
 @functools.lru_cache(maxsize=64)
 def _pattern(texts: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(t) for t in sorted(texts, key=len, reverse=True))) if texts else None
+
+
+def reasoning_kwargs(body: ChatCompletionRequest, spec: ModelSpec, chat_template: str) -> dict[str, Any]:
+    """The kwargs the reasoning parser reads: the template's, without the thinking switches where the model's
+    template has none and always thinks (GLM-5.3 under glm45 / glm47, as vLLM detects it)."""
+    kwargs = template_kwargs(body, spec)
+    if spec.reasoning_parser and REASONING_PARSERS[spec.reasoning_parser].always_thinks(chat_template):
+        return {k: v for k, v in kwargs.items() if k not in ("thinking", "enable_thinking")}
+    return kwargs
 
 
 def template_kwargs(body: ChatCompletionRequest, spec: ModelSpec) -> dict[str, Any]:

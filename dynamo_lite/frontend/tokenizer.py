@@ -45,6 +45,7 @@ class ModelTokenizer:
         if not template:
             raise ValueError(f"{model_dir}: the tokenizer has no chat template; /v1/chat/completions needs one")
         source = template if isinstance(template, str) else " ".join(map(str, dict(template).values()))
+        self.chat_template: str = template if isinstance(template, str) else ""  # the default one (as vLLM reads)
         self.renders_tools = "tools" in source
         self.renders_tool_calls = "tool_calls" in source
         self.renders_developer = '"developer"' in source or "'developer'" in source

@@ -65,6 +65,11 @@ class ReasoningParser:
         """Whether the rendered prompt leaves the reasoning open, whatever the kwargs (gemma4's only)."""
         return False
 
+    @staticmethod
+    def always_thinks(chat_template: str) -> bool:
+        """Whether the model's chat template always thinks, whatever the kwargs say (GLM-5.3's, under glm45)."""
+        return False
+
     @classmethod
     def tags(cls) -> frozenset[str]:
         """The family's literal tags: kept where the text of other special tokens is dropped."""
@@ -163,9 +168,8 @@ class SeedOssReasoningParser(Qwen3ReasoningParser):
     ENDS_AT, TAGS = ("<seed:tool_call>",), ("</seed:tool_call>",)
 
 
-class Glm45ReasoningParser(_Engine):
-    ENDS_AT, TAGS = ("<tool_call>",), ("</tool_call>",)
-    REENTERS = True
+class _Switched(_Engine):
+    """Thinking unless `thinking` / `enable_thinking` say no (neither true)."""
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
@@ -173,18 +177,30 @@ class Glm45ReasoningParser(_Engine):
         return any(said) if said else True
 
 
-class KimiK2ReasoningParser(Glm45ReasoningParser):
+class Glm45ReasoningParser(_Switched):
+    ENDS_AT, TAGS = ("<tool_call>",), ("</tool_call>",)
+    REENTERS = True
+
+    @staticmethod
+    def always_thinks(chat_template: str) -> bool:
+        """GLM-5.3: GLM-4's format with a "Reasoning Effort:" header in place of the thinking switch (vLLM's
+        test of the template)."""
+        return all(s in chat_template for s in ("[gMASK]<sop>", "Reasoning Effort:", "<tool_call>", "<arg_key>",
+                                                "<arg_value>")) and "enable_thinking" not in chat_template  # fmt: skip
+
+
+class KimiK2ReasoningParser(_Switched):
     ENDS_AT, TAGS = ("<|tool_calls_section_begin|>",), ("<|tool_calls_section_end|>",)
-    REENTERS = False
 
 
-class DeepSeekV4ReasoningParser(Glm45ReasoningParser):
+class DeepSeekV4ReasoningParser(_Switched):
     ENDS_AT, TAGS = ("<｜DSML｜tool_calls>", "<｜DSML｜toolcalls>", "<｜DSML｜tool>"), ("</｜DSML｜tool_calls>",)
+    REENTERS = True
     OFF_STILL_PARSES = True
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
-        return Glm45ReasoningParser.thinks(kwargs) and kwargs.get("reasoning_effort") != "none"
+        return _Switched.thinks(kwargs) and kwargs.get("reasoning_effort") != "none"
 
 
 class DeepSeekV41ReasoningParser(DeepSeekV4ReasoningParser):

@@ -261,3 +261,33 @@ def test_gemma4_reasoning_left_open_by_the_prompt(tiny: Path, ending: str) -> No
                 r, c = parser.feed(piece) if piece is not None else parser.finish()
                 got = (got[0] + r, got[1] + c)
             assert got == want, (text, size)
+
+
+GLM = "[gMASK]<sop>{% for m in messages %}{{ m.content }}{% endfor %}<tool_call>{{ '<arg_key><arg_value>' }}"
+
+
+@pytest.mark.parametrize("template", [GLM.replace("{% for", "Reasoning Effort: high{% for"),  # GLM-5.3's kind
+                                      GLM + "{% if enable_thinking %}<think>{% endif %}"])  # fmt: skip
+def test_a_glm_template_without_a_thinking_switch_always_thinks(tiny: Path, template: str) -> None:
+    """vLLM ignores `enable_thinking: false` under glm45 when the model's template (GLM-5.3's) has no such switch."""
+    from transformers import AutoTokenizer
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest as VllmChat
+
+    from dynamo_lite.config.schema import ModelSpec
+    from dynamo_lite.frontend import plan
+    from dynamo_lite.frontend.schemas import ChatCompletionRequest
+
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    tok.add_tokens(["<think>", "</think>"])
+    tok.chat_template = template
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "chat_template_kwargs": {"enable_thinking": False}}  # fmt: skip
+    theirs = vllm_reasoning.ReasoningParserManager.get_reasoning_parser("glm45")(
+        tok, chat_template_kwargs=body["chat_template_kwargs"])  # fmt: skip
+    expected = tuple(p or "" for p in theirs.extract_reasoning("Plan.</think>The answer.", VllmChat(**body)))
+    kwargs = plan.reasoning_kwargs(ChatCompletionRequest.model_validate(body),
+                                   ModelSpec(name="m", path="x", reasoning_parser="glm45"), template)  # fmt: skip
+    parser = new_reasoning_parser("glm45", kwargs)
+    reasoning, content = parser.feed("Plan.</think>The answer.")
+    r, c = parser.finish()
+    assert (reasoning + r, content + c) == expected
