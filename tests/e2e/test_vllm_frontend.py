@@ -24,6 +24,7 @@ import jsonschema  # noqa: E402
 import openai  # noqa: E402
 
 from dynamo_lite.infra import free_port  # noqa: E402
+from tests.e2e.vllm_answers import SAME_ANSWERS, WEATHER, answer  # noqa: E402
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -113,9 +114,6 @@ def test_short_prompt_is_prefilled_on_the_decode_worker(cluster: Up) -> None:
 
 # The API on the real engine. Short prompts run on the decode worker (aggregated); `long()` prompts
 # are new to the decode worker's cache, so they are prefilled remotely (P/D).
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                           "required": ["city"], "additionalProperties": False}}}  # fmt: skip
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
                                          "country": {"type": "string", "maxLength": 20}},
         "required": ["city", "country"], "additionalProperties": False}  # fmt: skip
@@ -253,140 +251,6 @@ def test_anthropic_messages_equal_the_engine_s_own(cluster: Up, pd: bool) -> Non
 # The same request to the frontend and to vLLM's own server (the decode engine), compared field by field:
 # every value the frontend returns is vLLM's, and vLLM's refusals are its refusals. Prompts are short (no
 # full 128-token block to cache, so no cached tokens on either side), sampling is greedy or seeded.
-def _chat(content: str, **fields: object) -> dict:
-    return {"model": "smollm2", "messages": [{"role": "user", "content": content}], "max_tokens": 6,
-            "temperature": 0, **fields}  # fmt: skip
-
-
-def _completion(prompt: object, **fields: object) -> dict:
-    return {"model": "smollm2", "prompt": prompt, "max_tokens": 4, "temperature": 0, **fields}
-
-
-CHAT_PATH, COMPLETIONS_PATH = "/v1/chat/completions", "/v1/completions"
-SAME_ANSWERS = {
-    "chat": (CHAT_PATH, _chat("Name a fruit.")),
-    "chat, no model": (CHAT_PATH, {k: v for k, v in _chat("Name a fruit.").items() if k != "model"}),
-    "chat, logprobs": (CHAT_PATH, _chat("Name a fruit.", logprobs=True, top_logprobs=2)),
-    "chat, stop": (CHAT_PATH, _chat("Count: one, two, three,", stop=[","], include_stop_str_in_output=True)),
-    "chat, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=5)),
-    "chat, n=2 seeded, logprobs": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=1, logprobs=True,
-                                                    top_logprobs=2)),
-    "chat, a custom role": (CHAT_PATH, {**_chat(""), "messages": [{"role": "narrator", "content": "Once upon"}]}),
-    "chat, return_token_ids": (CHAT_PATH, _chat("Name a fruit.", return_token_ids=True)),
-    "chat, a session id": (CHAT_PATH, _chat("Name a fruit.", session_id="conversation-1")),
-    "chat, sampling seeded": (CHAT_PATH, _chat("Name a fruit.", temperature=0.7, seed=3, top_k=5, min_p=0.1,
-                                               repetition_penalty=1.2, presence_penalty=0.5)),
-    "chat, a developer message": (CHAT_PATH, {**_chat(""), "messages": [{"role": "developer", "content": "Be brief."},
-                                                                        {"role": "user", "content": "Hi"}]}),
-    "chat, a tool call and its result": (CHAT_PATH, {**_chat(""), "tools": [WEATHER], "messages": [
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
-            "name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]}),  # fmt: skip
-    "chat, max_tokens past what the context leaves": (CHAT_PATH, _chat("Say hi.", max_tokens=4090)),
-    "chat, no generation prompt": (CHAT_PATH, {**_chat("Hello"), "add_generation_prompt": False}),
-    "chat, stream, echo": (CHAT_PATH, {**_chat(""), "messages": [{"role": "user", "content": "Name a fruit."},
-                                                                 {"role": "assistant", "content": "An"}],
-                                       "echo": True, "add_generation_prompt": False,
-                                       "continue_final_message": True, "stream": True}),
-    "chat, stream, characters over several tokens": (CHAT_PATH, _chat("Write the word café and an emoji.",
-                                                                     max_tokens=20, stream=True)),
-    "chat, stream, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", n=2, temperature=0.8, seed=4, stream=True)),
-    "chat, stream": (CHAT_PATH, _chat("Name a fruit.", stream=True, stream_options={"include_usage": True})),
-    "chat, stream to the end": (CHAT_PATH, _chat("Say hi.", max_tokens=40, stream=True)),
-    "chat, stream, logprobs": (CHAT_PATH, _chat("Name a fruit.", stream=True, logprobs=True, top_logprobs=1)),
-    "chat, stream, continuous usage": (CHAT_PATH, _chat("Name a fruit.", stream=True, stream_options={
-        "include_usage": True, "continuous_usage_stats": True})),  # fmt: skip
-    "chat, stream, return_token_ids": (CHAT_PATH, _chat("Name a fruit.", stream=True, return_token_ids=True)),
-    "completion": (COMPLETIONS_PATH, _completion("The capital of France is")),
-    "completion, echo and logprobs": (COMPLETIONS_PATH, _completion("The capital of France is", echo=True,
-                                                                    logprobs=2)),
-    "completion, a batch": (COMPLETIONS_PATH, _completion(["The capital of France is", "One plus one is"])),
-    "completion, return_token_ids and echo": (COMPLETIONS_PATH, _completion("Hello there", return_token_ids=True,
-                                                                            echo=True)),
-    "completion, stream, echo": (COMPLETIONS_PATH, _completion("The capital of France is", stream=True, echo=True,
-                                                               stream_options={"include_usage": True})),
-    "completion, stream, a batch": (COMPLETIONS_PATH, _completion(["A", "B"], stream=True)),
-    "completion, stream, logprobs": (COMPLETIONS_PATH, _completion("Hello", logprobs=2, stream=True)),
-    "completion, token ids, n=2 seeded": (COMPLETIONS_PATH, _completion([[504, 3575], [1, 2, 3]], n=2,
-                                                                        temperature=0.9, seed=2)),
-    "completion, best_of (ignored by both)": (COMPLETIONS_PATH, _completion("The capital of France is", best_of=3)),
-    "completion, max_tokens null": (COMPLETIONS_PATH, {**_completion("Hi"), "max_tokens": None}),
-    "completion, echo and logprobs, no output (lm-eval's loglikelihood)": (COMPLETIONS_PATH, _completion(
-        "The capital of France is Paris", echo=True, logprobs=1, max_tokens=0)),  # fmt: skip
-    "completion, beam search": (COMPLETIONS_PATH, _completion("The capital of France is", use_beam_search=True, n=2)),
-    "completion, beam search, a batch, logprobs, token ids": (COMPLETIONS_PATH, _completion(
-        ["The capital of France is", "One plus one is"], use_beam_search=True, n=3, logprobs=2, return_token_ids=True,
-        length_penalty=0.5)),  # fmt: skip
-    "completion, beam search, echo, no output": (COMPLETIONS_PATH, _completion(
-        ["The capital of France is", "Hi"], use_beam_search=True, n=2, echo=True, max_tokens=0)),  # fmt: skip
-    "chat, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, logprobs=True, top_logprobs=1)),
-    "chat, stream, beam search": (CHAT_PATH, _chat("Name a fruit.", use_beam_search=True, n=2, stream=True)),
-    "completion, logprob_token_ids": (COMPLETIONS_PATH, _completion("The capital of France is", logprobs=1,
-                                                                    logprob_token_ids=[7042, 378])),
-    "completion, echo, logprobs and logprob_token_ids": (COMPLETIONS_PATH, _completion(
-        "The capital of France is", echo=True, logprobs=1, logprob_token_ids=[378, 7042])),  # fmt: skip
-    "chat, logprob_token_ids": (CHAT_PATH, _chat("Name a fruit.", logprobs=True, logprob_token_ids=[7042, 378])),
-    "chat, stream, logprob_token_ids": (CHAT_PATH, _chat("Name a fruit.", stream=True, logprobs=True, top_logprobs=2,
-                                                         logprob_token_ids=[378])),
-    "chat, return_prompt_text": (CHAT_PATH, _chat("Name a fruit.", return_prompt_text=True)),
-    "chat, stream, return_prompt_text, n=2 seeded": (CHAT_PATH, _chat("Name a fruit.", stream=True, n=2, seed=3,
-                                                                      temperature=0.8, return_prompt_text=True)),
-    "chat, stream, stream_interval": (CHAT_PATH, _chat("Say hi.", max_tokens=12, stream=True, stream_interval=4)),
-    "completion, stream, stream_interval": (COMPLETIONS_PATH, _completion("The capital of France is", max_tokens=9,
-                                                                          stream=True, stream_interval=3)),
-    "chat, watermarking off": (CHAT_PATH, _chat("Name a fruit.", watermarking=False)),
-    "refused: logprob_token_ids without logprobs": (CHAT_PATH, _chat("x", logprob_token_ids=[378])),
-    "refused by the engine: logprob_token_ids past the vocabulary": (COMPLETIONS_PATH, _completion(
-        "x", logprobs=1, logprob_token_ids=[99999999])),  # fmt: skip
-    "refused: completion, stream, beam search": (COMPLETIONS_PATH, _completion("x", use_beam_search=True, stream=True)),
-    "refused: beam search, echo and logprobs": (COMPLETIONS_PATH, _completion("x", use_beam_search=True, echo=True,
-                                                                              logprobs=1)),
-    "refused by the engine: logprobs -1": (COMPLETIONS_PATH, _completion("x", logprobs=-1)),
-    "tokenize a prompt": ("/tokenize", {"model": "smollm2", "prompt": "Hello world", "return_token_strs": True}),
-    "tokenize messages": ("/tokenize", {"model": "smollm2", "messages": [
-        {"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}),  # fmt: skip
-    "detokenize": ("/detokenize", {"model": "smollm2", "tokens": [504, 3575, 282, 4649, 314]}),
-    "refused: top_logprobs without logprobs": (CHAT_PATH, _chat("x", top_logprobs=2)),
-    "refused: stream_options without stream": (CHAT_PATH, _chat("x", stream_options={"include_usage": True})),
-    "refused: n=0": (CHAT_PATH, _chat("x", n=0)),
-    "refused: max_tokens past the context": (CHAT_PATH, _chat("x", max_tokens=5000)),
-    "refused: a prompt past the context": (COMPLETIONS_PATH, _completion("hello " * 5000)),
-}
-# What the frontend cannot give as vLLM does (docs/reference/openai-api.md, "Differences from vLLM's server").
-UNKNOWABLE = ("created_cache_tokens", "rank")
-
-
-def _answer(url: str, body: dict) -> tuple[int, object]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            text = response.read().decode()
-            status = response.status
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())["error"].get("param")  # a refusal: the field it names
-    if not body.get("stream"):
-        return status, _comparable(json.loads(text))
-    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
-    assert text.rstrip().endswith("data: [DONE]")
-    by_choice: dict[int, list] = {}  # a batch's choices interleave as their engine requests run
-    for event in events:
-        for choice in event.pop("choices"):
-            by_choice.setdefault(choice["index"], []).append(_comparable(choice))
-    return status, (by_choice, [_comparable(e) for e in events])
-
-
-def _comparable(value: object) -> object:
-    """Without what differs between any two answers (ids, times) or cannot be known (UNKNOWABLE), and without
-    keys whose value is null (vLLM writes every field it has; the frontend leaves out those it has no value for)."""
-    if isinstance(value, dict):
-        return {k: _comparable(v) for k, v in value.items()
-                if v is not None and k not in ("id", "created", "system_fingerprint", *UNKNOWABLE)}  # fmt: skip
-    if isinstance(value, list):
-        return [_comparable(v) for v in value]
-    return round(value, 3) if isinstance(value, float) else value
-
-
 @pytest.fixture(scope="module")
 def decode_engine(cluster: Up) -> str:
     return engine_urls(cluster.state)["decode"]
@@ -395,8 +259,8 @@ def decode_engine(cluster: Up) -> str:
 @pytest.mark.parametrize("case", list(SAME_ANSWERS))
 def test_the_answer_is_vllm_s_own(cluster: Up, decode_engine: str, case: str) -> None:
     path, body = SAME_ANSWERS[case]
-    ours = _answer(f"{cluster.base}{path}", body)
-    theirs = _answer(f"{decode_engine}{path}", body)
+    ours = answer(f"{cluster.base}{path}", body)
+    theirs = answer(f"{decode_engine}{path}", body)
     if theirs[0] == 200:
         assert ours == theirs
     else:  # refused as vLLM refuses it, naming the field as the client sent it (vLLM's names vary)
