@@ -41,7 +41,7 @@ class ReasoningParser:
     TAGS: tuple[str, ...] = ()  # the other tags vLLM's parser of the family knows (its tool-call closing)
     ENGINE = False  # vLLM's parser engine: stray tags dropped (a START in reasoning, an END in content)
     REENTERS = False  # a START in the content opens reasoning again
-    STRIP = False  # white space at the end of the reasoning is dropped
+    STRIP = False  # the white space that ends all of the reasoning is dropped
     OFF_STILL_PARSES = False  # not thinking, the output is still parsed (from content), not passed as it is
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
