@@ -50,9 +50,9 @@ from dynamo_lite.protocol import Role
 
 
 # vLLM's parser names that the frontend reads (dynamo_lite/frontend/tools; a unit test holds the two lists equal).
-ToolCallParser = Literal["hermes", "qwen3_json", "longcat", "llama3_json", "llama4_json", "mistral", "pythonic",
-                         "llama4_pythonic", "granite", "qwen3_xml", "qwen3_coder", "step3p5", "seed_oss", "glm45",
-                         "glm47", "minimax_m2", "kimi_k2", "deepseek_v3", "deepseek_v31", "deepseek_v32",
+ToolCallParser = Literal["hermes", "qwen3_json", "longcat", "granite4", "llama3_json", "llama4_json", "mistral",
+                         "pythonic", "llama4_pythonic", "granite", "qwen3_xml", "qwen3_coder", "step3p5", "seed_oss",
+                         "glm45", "glm47", "minimax_m2", "kimi_k2", "deepseek_v3", "deepseek_v31", "deepseek_v32",
                          "deepseek_v4", "deepseek_v41", "gemma4"]  # fmt: skip
 ReasoningParserName = Literal["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47",
                               "seed_oss", "kimi_k2", "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4",

@@ -53,6 +53,7 @@ class ToolParser:
     # (the formats of vLLM's parser engine).
     keeps_special_tokens: Literal["never", "with tools", "always"] = "never"
     engine = False  # vLLM parses the format with its parser engine, which drops other special tokens' text
+    keeps_text_after_calls = False  # vLLM drops the text after the first call, but for granite4
 
     @classmethod
     def tags(cls) -> frozenset[str]:
@@ -95,7 +96,7 @@ class ToolParser:
         return out
 
     def _say(self, out: Parsed, content: str) -> None:
-        if not self._called:
+        if not self._called or self.keeps_text_after_calls:
             out.content += content
 
     # --- internals -----------------------------------------------------------------------

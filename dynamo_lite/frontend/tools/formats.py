@@ -2,7 +2,8 @@
 
 - hermes: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, anywhere, repeated
   (Hermes, Qwen 2.5/3 ...); longcat: the same in `<longcat_tool_call>`.
-- granite: `<|tool_call|>` (or `<tool_call>`) then a JSON list of calls (Granite 3.0 / 3.1).
+- granite: `<|tool_call|>` (or `<tool_call>`) then a JSON list of calls (Granite 3.0 / 3.1); granite4:
+  hermes's format, the text between and after the calls kept.
 - llama3_json: the output is `{"name": ..., "parameters": {...}}` objects (`arguments`
   too), optionally after `<|python_tag|>`, separated by `;` (Llama 3.1-3.3).
 - mistral: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}`, or (tokenizer v11+)
@@ -84,6 +85,16 @@ class LongcatParser(HermesParser):
     markers = ("<longcat_tool_call>",)
     END = "</longcat_tool_call>"
     TAGS = (END,)
+
+
+class Granite4Parser(HermesParser):
+    """Granite 4: hermes's `<tool_call>{...}</tool_call>`; the text around and between the calls is content, and a
+    call never closed is content too, as vLLM's granite4 parser reads them."""
+
+    keeps_text_after_calls = True
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        return super().take(buffer, final=False)
 
 
 class GraniteParser(ToolParser):
@@ -256,6 +267,7 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "deepseek_v41": DeepSeekV41Parser,
     "longcat": LongcatParser,
     "granite": GraniteParser,
+    "granite4": Granite4Parser,
     "gemma4": Gemma4Parser,
     "step3p5": Qwen3XmlParser,
 }

@@ -98,6 +98,10 @@ OUTPUTS: list[tuple[str, str]] = [
                 '{"name": "search", "arguments": {}}] After.'),
     ("granite", '<tool_call> [{"name": "search", "arguments": {"q": "x"}}]'),
     ("granite", "Just text [1, 2] and no call."),
+    ("granite4", 'Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "days": "3"}}</tool_call> and '
+                 '<tool_call>{"name": "search", "arguments": {}}</tool_call> done.'),
+    ("granite4", 'Cut <tool_call>{"name": "search", "arguments": {"q": "x"}}'),
+    ("granite4", "No calls."),
     ("gemma4", f"Sure.<|tool_call>call:get_weather{{city:{Q}Paris, FR{Q},days:3,hot:true,tags:[{Q}a{Q},{Q}b{Q}],"
                f"where:{{lat:48.8}},temp:null}}<tool_call|>Then more."),
     ("gemma4", f"<|tool_call>call:search{{q:{Q}x{{y}}{Q}}}<tool_call|><|tool_call>call:get_weather{{city:7,extra:true}}"
@@ -207,7 +211,7 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
 
 
 TOOL_NAMES = [None, "hermes", "llama3_json", "mistral", "pythonic", "qwen3_coder", "seed_oss", "glm45", "minimax_m2",
-              "kimi_k2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "longcat", "step3p5", "granite", "gemma4"]  # fmt: skip
+              "kimi_k2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "longcat", "step3p5", "granite", "granite4", "gemma4"]  # fmt: skip
 
 
 @pytest.mark.parametrize("tool_parser", TOOL_NAMES)
