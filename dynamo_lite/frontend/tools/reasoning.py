@@ -229,12 +229,12 @@ class Gemma4ReasoningParser(_Engine):
     START, END = "<|channel>", "<channel|>"
     ENDS_AT, TAGS = ("<|tool_call>",), ("<tool_call|>", '<|"|>')
     REENTERS = True
+    OFF_STILL_PARSES = True
     LABEL = "thought\n"
     BOUNDARIES = ("<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
-        super().__init__(thinking=False, opened=opened)
-        self._state = "reasoning" if opened else "content"  # (not by the kwargs)
+        super().__init__(thinking=False, opened=opened)  # from content, whatever the kwargs say
         self._first: str | None = None if opened else ""  # the first piece while it may be the label; None: decided
         self._label: str | None = ""  # the first reasoning, while it may be the label; None once decided
 
