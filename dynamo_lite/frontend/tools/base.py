@@ -162,6 +162,23 @@ class ToolParser:
         return ParsedCall(name, json.dumps(args, ensure_ascii=False))
 
 
+def json_call(name: object, arguments: object) -> ParsedCall | None:
+    """A call written in JSON: a name, and arguments as an object (or JSON text of one, as some models write
+    them; none is an empty object); None if either is not so."""
+    if not isinstance(name, str) or not name:
+        return None
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return None
+    return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
+
+
 def items(args: Any) -> list[tuple[str, Any]]:
     """The arguments of a call from history, by name (none if they are not an object)."""
     return list(args.items()) if isinstance(args, dict) else []

@@ -8,21 +8,22 @@
   too), optionally after `<|python_tag|>`, separated by `;` (Llama 3.1-3.3).
 - mistral: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}`, or (tokenizer v11+)
   `[TOOL_CALLS]name{...}` per call, optionally `name[ARGS]{...}`.
-- pythonic: the output is a Python list of calls, `[get_weather(city="Paris"), f(x=1)]`
-  (Llama 3.2 / 4, optionally inside `<|python_start|>` ... `<|python_end|>`).
 
-The tag-delimited formats of newer families are in `tagged.py`, Gemma 4's in `gemma4.py`.
+The formats of Python calls (pythonic, olmo3, lfm2) are in `pythonic.py`, JSON in other wrappers (phi4_mini_json,
+jamba, hunyuan_a13b, internlm) in `wrapped_json.py`, the tag-delimited formats of newer families in `tagged.py`,
+Gemma 4's in `gemma4.py`.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, items, skip_space
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, json_call, skip_space
 from dynamo_lite.frontend.tools.gemma4 import Gemma4Parser
+from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
+from dynamo_lite.frontend.tools.wrapped_json import HunyuanA13BParser, InternLMParser, JambaParser, Phi4MiniJsonParser
 from dynamo_lite.frontend.tools.tagged import (
     DeepSeekV3Parser,
     DeepSeekV31Parser,
@@ -31,25 +32,11 @@ from dynamo_lite.frontend.tools.tagged import (
     DeepSeekV41Parser,
     Glm45Parser,
     KimiK2Parser,
+    MiMoParser,
     MiniMaxM2Parser,
     Qwen3XmlParser,
     SeedOssParser,
 )
-
-
-def _call(name: object, arguments: object) -> ParsedCall | None:
-    if not isinstance(name, str) or not name:
-        return None
-    if isinstance(arguments, str):  # some models write the arguments as a JSON string
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            return None
-    if arguments is None:
-        arguments = {}
-    if not isinstance(arguments, dict):
-        return None
-    return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
 
 
 class HermesParser(ToolParser):
@@ -57,6 +44,7 @@ class HermesParser(ToolParser):
     END = "</tool_call>"
     TAGS = (END,)
     keeps_special_tokens = "with tools"
+    takes_unclosed = True  # a call never closed at the end of the output is taken if its JSON parses
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -68,14 +56,14 @@ class HermesParser(ToolParser):
             return None
         end = buffer.find(self.END, start)
         if end < 0:
-            if not final:
+            if not (final and self.takes_unclosed):
                 return None
-            end = len(buffer)  # unterminated at the end of output: vLLM takes it if the JSON parses
+            end = len(buffer)
         try:
             obj = json.loads(buffer[start + len(self.markers[0]): end])
         except ValueError:
             return None
-        call = _call(obj.get("name"), obj.get("arguments", obj.get("parameters"))) if isinstance(obj, dict) else None
+        call = json_call(obj.get("name"), obj.get("arguments", obj.get("parameters"))) if isinstance(obj, dict) else None
         if call is None:
             return None
         return [call], min(end + len(self.END), len(buffer))
@@ -92,9 +80,19 @@ class Granite4Parser(HermesParser):
     call never closed is content too, as vLLM's granite4 parser reads them."""
 
     keeps_text_after_calls = True
+    takes_unclosed = False
+
+
+class Ernie45Parser(HermesParser):
+    """ERNIE 4.5: hermes's format; a call never closed is dropped, and the special tokens go as the request says."""
+
+    keeps_special_tokens = "never"
+    takes_unclosed = False
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        return super().take(buffer, final=False)
+        if final and self.END not in buffer:
+            return [], len(buffer)
+        return super().take(buffer, final)
 
 
 class GraniteParser(ToolParser):
@@ -150,7 +148,7 @@ class Llama3JsonParser(ToolParser):
             obj = json.loads(buffer[i:end])
         except ValueError:
             return None
-        call = _call(obj.get("name"), obj.get("parameters", obj.get("arguments"))) if isinstance(obj, dict) else None
+        call = json_call(obj.get("name"), obj.get("parameters", obj.get("arguments"))) if isinstance(obj, dict) else None
         return ([call], end) if call is not None else None
 
 
@@ -179,7 +177,7 @@ class MistralParser(ToolParser):
                 items = json.loads(buffer[i:end])
             except ValueError:
                 return None
-            calls = [_call(o.get("name"), o.get("arguments")) for o in items if isinstance(o, dict)]
+            calls = [json_call(o.get("name"), o.get("arguments")) for o in items if isinstance(o, dict)]
             if not calls or None in calls:
                 return None
             return calls, end  # type: ignore[return-value]
@@ -191,58 +189,10 @@ class MistralParser(ToolParser):
         if end < 0 or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
             return None
         try:
-            call = _call(name, json.loads(buffer[brace:end]))
+            call = json_call(name, json.loads(buffer[brace:end]))
         except ValueError:
             return None
         return ([call], end) if call is not None else None
-
-
-class PythonicParser(ToolParser):
-    markers = ("<|python_start|>", "[")
-    only_at_start = True
-    END = "<|python_end|>"
-    TAGS = (END,)
-
-    @classmethod
-    def render(cls, name: str, args: Any) -> str:
-        return f"[{name}({', '.join(f'{k}={v!r}' for k, v in items(args))})]"
-
-    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
-        i = skip_space(buffer, 0)
-        if buffer.startswith(self.END, i):  # closing the list taken before
-            return [], i + len(self.END)
-        if self.END.startswith(buffer[i:]) and not final:
-            return None
-        if buffer.startswith("<|python_start|>", i):
-            i = skip_space(buffer, i + len("<|python_start|>"))
-        if i >= len(buffer) or buffer[i] != "[":
-            return None
-        end = balanced_end(buffer, i, quotes="\"'")
-        if end < 0:
-            return None
-        calls = _python_calls(buffer[i:end])
-        if calls is None:
-            return None
-        return calls, end
-
-
-def _python_calls(source: str) -> list[ParsedCall] | None:
-    try:
-        tree = ast.parse(source, mode="eval").body
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    if not isinstance(tree, ast.List):
-        return None
-    calls = []
-    for node in tree.elts:
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
-            return None
-        try:
-            arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
-        except (ValueError, SyntaxError, RecursionError):
-            return None
-        calls.append(ParsedCall(node.func.id, json.dumps(arguments, ensure_ascii=False)))
-    return calls
 
 
 PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (several name one format)
@@ -270,6 +220,14 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "granite4": Granite4Parser,
     "gemma4": Gemma4Parser,
     "step3p5": Qwen3XmlParser,
+    "mimo": MiMoParser,
+    "ernie45": Ernie45Parser,
+    "olmo3": Olmo3Parser,
+    "lfm2": Lfm2Parser,
+    "phi4_mini_json": Phi4MiniJsonParser,
+    "jamba": JambaParser,
+    "hunyuan_a13b": HunyuanA13BParser,
+    "internlm": InternLMParser,
 }
 
 

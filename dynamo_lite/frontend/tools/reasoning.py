@@ -5,8 +5,8 @@ A thinking model's template opens `<think>` in the prompt, so the output is reas
 (without `</think>`, all of it is reasoning). Whether the request thinks at all is read from its
 `chat_template_kwargs`, per family, as vLLM reads it:
 
-- deepseek_r1, minimax_m2, step3p5: always.
-- qwen3, nemotron_v3: unless `enable_thinking` is false.
+- deepseek_r1, olmo3, minimax_m2, step3p5: always.
+- qwen3, nemotron_v3, mimo: unless `enable_thinking` is false.
 - glm45, glm47, kimi_k2: unless `thinking` / `enable_thinking` say no (neither true).
 - seed_oss: as qwen3, with `<seed:think>` ... `</seed:think>`.
 - deepseek_v3: only when `thinking` or `enable_thinking` is true.
@@ -15,7 +15,7 @@ A thinking model's template opens `<think>` in the prompt, so the output is reas
 - mistral: `[THINK]` ... `[/THINK]`, wherever the model opens it.
 
 Not thinking, all of the output is content, tags and all (deepseek_v4: a `<think>` there still opens
-reasoning). The families vLLM parses with its parser engine (all but deepseek_r1 and deepseek_v3) run one
+reasoning). The families vLLM parses with its parser engine (all but deepseek_r1, olmo3 and deepseek_v3) run one
 machine: a `<think>` inside reasoning and a `</think>` inside content are dropped; the family's tool-call
 opening (`ENDS_AT`) also ends reasoning and stays in the content; glm45, deepseek_v4, gemma4 and mistral go
 back to reasoning on an opening tag in the content; and the white space that ends all of the reasoning is
@@ -297,6 +297,8 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "deepseek_v41": DeepSeekV41ReasoningParser,
     "gemma4": Gemma4ReasoningParser,
     "mistral": MistralReasoningParser,
+    "mimo": Qwen3ReasoningParser,
+    "olmo3": ReasoningParser,
 }
 
 

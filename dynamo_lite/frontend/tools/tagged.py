@@ -10,7 +10,7 @@
   `<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`; deepseek_v31: `...<｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}...`.
 - deepseek_v32 (DSML): `<｜DSML｜function_calls><｜DSML｜invoke name="f"><｜DSML｜parameter name="x"
   string="true">v</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>`; deepseek_v4: in `<｜DSML｜tool_calls>`.
-- step3p5 is qwen3_xml's format.
+- step3p5 is qwen3_xml's format; mimo is too, its values not trimmed.
 
 Arguments written as text (the XML-like formats, DSML) are typed by the tool's schema, as vLLM's
 parser engine types them (`typed`); so are kimi_k2's, which that engine parses too.
@@ -46,6 +46,7 @@ class Qwen3XmlParser(ToolParser):
     typed = True
     keeps_special_tokens = "always"  # as vLLM's parser engine
     engine = True
+    TRIMS = True  # a value's leading and trailing newline are the template's layout
     PARAM = re.compile(r"<\s*parameter\s*=\s*([^>]*)>(.*?)(?:<\s*/\s*parameter\s*>|(?=<\s*parameter\s*=))", re.S)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
@@ -59,19 +60,27 @@ class Qwen3XmlParser(ToolParser):
             return None
         if end < close:  # the output ended inside the call: vLLM takes its name and complete parameters
             end = len(buffer)
-        args = {m.group(1).strip(): _trim_newline(m.group(2)) for m in self.PARAM.finditer(buffer, close + 1, end)}
+        args = dict(self.param(m.group(1), m.group(2)) for m in self.PARAM.finditer(buffer, close + 1, end))
         used = _after_closing(buffer, min(end + len(self.FUNCTION_END), len(buffer)), self.END, final)
         return None if used < 0 else ([self.call(buffer[i + len(self.FUNCTION):close].strip(), args)], used)
 
     @classmethod
+    def param(cls, key: str, value: str) -> tuple[str, str]:
+        """A parameter as vLLM reads it: with TRIMS, one leading and one trailing newline off (the template's
+        layout)."""
+        return (key.strip(), value.removeprefix("\n").removesuffix("\n")) if cls.TRIMS else (key, value)
+
+    @classmethod
     def render(cls, name: str, args: Any) -> str:
-        params = "".join(f"<parameter={k}>\n{_value_text(v)}\n</parameter>\n" for k, v in items(args))
+        around = "\n" if cls.TRIMS else ""
+        params = "".join(f"<parameter={k}>{around}{_value_text(v)}{around}</parameter>\n" for k, v in items(args))
         return f"{cls.START}\n{cls.FUNCTION}{name}>\n{params}{cls.FUNCTION_END}\n{cls.END}"
 
 
-def _trim_newline(value: str) -> str:
-    """One leading and one trailing newline off (the template's layout), as vLLM reads a parameter."""
-    return value.removeprefix("\n").removesuffix("\n")
+class MiMoParser(Qwen3XmlParser):
+    """MiMo: qwen3_xml's format, each value taken as it is written, newlines and all, then typed by the schema."""
+
+    TRIMS = False
 
 
 class SeedOssParser(Qwen3XmlParser):
