@@ -49,15 +49,16 @@ from dynamo_lite.config.frontend import (  # noqa: F401 (re-exported: `from dyna
 from dynamo_lite.protocol import Role
 
 
-# vLLM's parser names that the frontend reads (dynamo_lite/frontend/tools; a unit test holds the two lists equal).
+# vLLM's parser names that the frontend reads (dynamo_lite/frontend/tools, and Harmony's for gpt-oss in
+# dynamo_lite/frontend/harmony.py; a unit test holds the lists equal).
 ToolCallParser = Literal["hermes", "qwen3_json", "longcat", "granite4", "ernie45", "llama3_json", "llama4_json",
                          "phi4_mini_json", "mistral", "pythonic", "llama4_pythonic", "olmo3", "lfm2", "granite",
                          "jamba", "hunyuan_a13b", "internlm", "qwen3_xml", "qwen3_coder", "step3p5", "mimo", "seed_oss",
                          "glm45", "glm47", "minimax_m2", "kimi_k2", "deepseek_v3", "deepseek_v31", "deepseek_v32",
-                         "deepseek_v4", "deepseek_v41", "gemma4"]  # fmt: skip
+                         "deepseek_v4", "deepseek_v41", "gemma4", "openai"]  # fmt: skip
 ReasoningParserName = Literal["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47",
                               "seed_oss", "kimi_k2", "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4",
-                              "mistral", "mimo", "olmo3"]  # fmt: skip
+                              "mistral", "mimo", "olmo3", "openai_gptoss"]  # fmt: skip
 
 
 class ModelSpec(Section):
@@ -70,7 +71,7 @@ class ModelSpec(Section):
     max_model_len: Annotated[int, Field(ge=16)] = 4096
     """Context length: prompt plus output tokens."""
     tool_call_parser: ToolCallParser | None = None
-    """How the model writes tool calls (vLLM's --tool-call-parser); needed for tool_choice auto. null: auto is a 400."""
+    """How the model writes tool calls (vLLM's --tool-call-parser); needed for tool_choice auto. null: auto is a 400. `openai` (with `reasoning_parser: openai_gptoss`) is gpt-oss's Harmony, for a model whose config.json says `model_type: gpt_oss` only."""
     reasoning_parser: ReasoningParserName | None = None
     """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content."""
     default_chat_template_kwargs: dict[str, Any] = {}

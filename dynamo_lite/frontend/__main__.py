@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from dynamo_lite.config import ConfigError, load_cluster_spec
-from dynamo_lite.frontend import handlers
+from dynamo_lite.frontend import handlers, harmony
 from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.state import STATE
 from dynamo_lite.frontend.tokenizer import load_tokenizer
@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     except ModelNotFound as e:
         print(f"error: {args.file}: {e}", file=sys.stderr)
         return 2
+    for i, model in enumerate(spec.models):
+        if problem := harmony.mismatch(model.tool_call_parser, model.reasoning_parser, tokenizers[model.name].harmony):
+            print(f"error: {args.file}: models[{i}] ({model.name}): {problem}", file=sys.stderr)
+            return 2
     app = build_app(FrontendConfig.from_spec(spec, args.nats_url, args.etcd_url), tokenizers, api_keys=api_keys)
     if api_keys:
         log.info("API keys required on /v1 (%d accepted)", len(api_keys))

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynamo_lite.frontend.harmony import HarmonyReader
 from dynamo_lite.frontend.logprobs import CompletionLogprobs, chat_content
 from dynamo_lite.frontend.request import Outcome, Piece
 from dynamo_lite.frontend.tools import ParsedCall, ToolParser, new_reasoning_parser, new_tool_parser
@@ -42,6 +43,7 @@ class ChatOptions:
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
     reasoning_open: bool = False  # the prompt leaves the reasoning open (the output starts inside it)
     drop_special: re.Pattern[str] | None = None  # special tokens' text that vLLM's parser engine drops
+    harmony: bool = False  # a gpt-oss answer: its tokens read as Harmony messages (harmony.py), not its text
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -54,10 +56,12 @@ class ChatChoice:
         self.index = index
         self.opts = opts
         self.token_text = token_text
+        self.harmony = HarmonyReader(opts.reasoning_parser is not None, opts.tool_mode == "auto"
+                                     and opts.tool_parser is not None) if opts.harmony else None  # fmt: skip
         self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
-            if opts.reasoning_parser else None
+            if opts.reasoning_parser and not opts.harmony else None
         self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
-            if opts.tool_mode == "auto" and opts.tool_parser else None
+            if opts.tool_mode == "auto" and opts.tool_parser and not opts.harmony else None
         self.content: list[str] = []
         self._echo = opts.echo
         self.reasoning: list[str] = []
@@ -69,11 +73,15 @@ class ChatChoice:
 
     def delta(self, piece: Piece) -> dict[str, Any] | None:
         """The stream choice for `piece` (None: nothing to send yet)."""
-        text = piece.text if self.opts.drop_special is None else self.opts.drop_special.sub("", piece.text)
-        reasoning, content = self.reasoner.feed(text) if self.reasoner else ("", text)
+        calls: list[ParsedCall] = []
+        if self.harmony is not None:
+            reasoning, content, calls = self.harmony.feed(piece.token_ids or ())
+        else:
+            text = piece.text if self.opts.drop_special is None else self.opts.drop_special.sub("", piece.text)
+            reasoning, content = self.reasoner.feed(text) if self.reasoner else ("", text)
         if self._echo:  # the continued assistant message comes first, as part of the answer
             content, self._echo = self._echo + content, ""
-        return self._emit(reasoning, content, piece, None)
+        return self._emit(reasoning, content, piece, None, found=calls)
 
     def echo_delta(self) -> dict[str, Any] | None:
         """The stream choice of chat echo, sent after the role (as vLLM sends it): the continued message."""
@@ -93,7 +101,7 @@ class ChatChoice:
     @property
     def holds_back(self) -> bool:
         """Whether a parser may hold output back until the end, so that the finish needs a chunk of its own."""
-        return self.reasoner is not None or self.opts.tool_mode != "none"
+        return self.opts.reasoning_parser is not None or self.opts.tool_mode != "none" or self.harmony is not None
 
     def closing_delta(self, piece: Piece) -> dict[str, Any]:
         """The stream choice for the engine's last piece (its finish reason set) when nothing is held back:
@@ -107,8 +115,12 @@ class ChatChoice:
 
     def last(self, outcome: Outcome) -> dict[str, Any]:
         """The final stream choice: what the parsers held back, and the finish reason."""
-        reasoning, content = self.reasoner.finish() if self.reasoner else ("", "")
-        choice = self._emit(reasoning, content, None, outcome, final=True)
+        calls: list[ParsedCall] = []
+        if self.harmony is not None:
+            reasoning, content, calls = self.harmony.finish()
+        else:
+            reasoning, content = self.reasoner.finish() if self.reasoner else ("", "")
+        choice = self._emit(reasoning, content, None, outcome, final=True, found=calls)
         assert choice is not None
         return choice
 
@@ -120,7 +132,7 @@ class ChatChoice:
                                    "refusal": None}  # fmt: skip
         if self.calls:
             message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in self.calls]
-        if self.reasoner is not None and self.opts.include_reasoning:
+        if self.opts.reasoning_parser is not None and self.opts.include_reasoning:
             reasoning = "".join(self.reasoning) or None
             message["reasoning"] = message["reasoning_content"] = reasoning
         choice = {"index": self.index, "message": message,
@@ -132,10 +144,12 @@ class ChatChoice:
 
     # --- internals -----------------------------------------------------------------------
     def _emit(self, reasoning: str, content: str, piece: Piece | None, outcome: Outcome | None,
-              final: bool = False) -> dict[str, Any] | None:  # fmt: skip
+              final: bool = False, found: Sequence[ParsedCall] = ()) -> dict[str, Any] | None:  # fmt: skip
+        """`found`: the calls Harmony read (the other formats' are read from the content here)."""
         delta: dict[str, Any] = {}
-        calls = self._route(content, delta, final)
-        if reasoning and self.opts.include_reasoning and self.reasoner is not None:
+        calls = self._route(content, delta, final) + [self._add_call(c) for c in found
+                                                       if self.opts.parallel_tool_calls or not self.calls]  # fmt: skip
+        if reasoning and self.opts.include_reasoning and self.opts.reasoning_parser is not None:
             self.reasoning.append(reasoning)
             delta["reasoning"] = delta["reasoning_content"] = reasoning
         if calls:

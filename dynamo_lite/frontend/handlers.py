@@ -220,7 +220,7 @@ async def _chat_prompt(request: web.Request, state: FrontendState, body: ChatCom
     chat = ChatInput(tools=body.tools, tool_format=spec.tool_call_parser or "hermes",
                      add_generation_prompt=body.add_generation_prompt and not body.continue_final_message,
                      continue_final_message=body.continue_final_message, documents=body.documents,
-                     kwargs=plan.template_kwargs(body, spec))
+                     kwargs=plan.template_kwargs(body, spec), reasoning_effort=body.reasoning_effort)
     try:  # the body's size too: many small messages make the template slow as well
         return await _off_loop_if_long(max(raw_len, sum(len(m.text()) for m in body.messages)),
                                        lambda m: tokenizer.encode_chat(m, chat), body.messages)

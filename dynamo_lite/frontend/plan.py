@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynamo_lite.config import ModelSpec
+from dynamo_lite.frontend import harmony
 from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.logprobs import CompletionLogprobs
@@ -117,6 +118,8 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
     if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
         raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
                        code="invalid_value")
+    if tok is not None and tok.harmony:
+        return _harmony_options(body, spec, choice)
     if choice == "auto" and spec.tool_call_parser is None:
         raise ApiError(400, f'"auto" tool choice needs a tool-call parser, and model `{spec.name}` has none '
                             "(models[].tool_call_parser in cluster.yaml, as vLLM's --tool-call-parser).",
@@ -144,14 +147,33 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
     )  # fmt: skip
 
 
+def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) -> ChatOptions:
+    """A gpt-oss request: its output read as Harmony messages when the model has either of Harmony's parsers (as
+    vLLM reads it then; without, the text as it comes). Output held to a schema is not served for it here."""
+    for field, held in (("tool_choice", choice == "required" or isinstance(choice, NamedToolChoice)),
+                        ("response_format", body.structured() is not None)):  # fmt: skip
+        if held:
+            raise ApiError(400, f"{field} held to a schema is not served here for a gpt-oss (Harmony) model: vLLM "
+                                "holds it with a Harmony structural tag, which the frontend does not build.",
+                           param=field, code="invalid_value")  # fmt: skip
+    return ChatOptions(
+        tool_mode=choice, tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
+        harmony=spec.tool_call_parser is not None or spec.reasoning_parser is not None,
+        include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
+        top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
+        return_token_ids=bool(body.return_token_ids), logprobs_listed=body.logprobs_listed,
+    )  # fmt: skip
+
+
 def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
     """Whether the engine must keep special tokens in its text, as vLLM 0.32 adjusts a chat request: its parsers
     adjust it when the model has a reasoning parser or the tool_choice is not none, and those that read markers
     which are special tokens in some vocabularies ask for them (vLLM's parser engine whenever it runs; hermes and
     kimi_k2 for a request with tools)."""
     choice = body.effective_tool_choice()
-    if spec.reasoning_parser is None and choice == "none":
-        return False
+    if (spec.reasoning_parser is None and choice == "none") or harmony.PARSERS & {spec.reasoning_parser,
+                                                                                  spec.tool_call_parser}:
+        return False  # (Harmony reads the output's tokens, not its text)
     if spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].ENGINE:
         return True
     keeps = PARSERS[spec.tool_call_parser].keeps_special_tokens if spec.tool_call_parser else "never"
@@ -163,8 +185,8 @@ def dropped_specials(spec: ModelSpec, kwargs: Mapping[str, Any], tools_parsed: b
     """The special tokens whose text leaves the output before parsing, as vLLM's parser engine drops them when the
     output goes through it (the model's reasoning parser, when the request thinks or the family parses anyway; or
     its tool-call parser, with tool_choice auto): all but the tags of the model's parsers. None: nothing to drop."""
-    reasoning = REASONING_PARSERS[spec.reasoning_parser] if spec.reasoning_parser else None
-    tools = PARSERS[spec.tool_call_parser] if spec.tool_call_parser else None
+    reasoning = REASONING_PARSERS.get(spec.reasoning_parser or "")
+    tools = PARSERS.get(spec.tool_call_parser or "")
     reasons = reasoning is not None and reasoning.ENGINE and (reasoning.thinks(kwargs) or reasoning.OFF_STILL_PARSES)
     if not (reasons or (tools_parsed and tools is not None and tools.engine)):
         return None
@@ -181,7 +203,8 @@ def reasoning_kwargs(body: ChatCompletionRequest, spec: ModelSpec, chat_template
     """The kwargs the reasoning parser reads: the template's, without the thinking switches where the model's
     template has none and always thinks (GLM-5.3 under glm45 / glm47, as vLLM detects it)."""
     kwargs = template_kwargs(body, spec)
-    if spec.reasoning_parser and REASONING_PARSERS[spec.reasoning_parser].always_thinks(chat_template):
+    if spec.reasoning_parser in REASONING_PARSERS and REASONING_PARSERS[spec.reasoning_parser].always_thinks(
+            chat_template):  # fmt: skip
         return {k: v for k, v in kwargs.items() if k not in ("thinking", "enable_thinking")}
     return kwargs
 

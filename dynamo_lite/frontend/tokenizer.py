@@ -14,11 +14,13 @@ in the model's tool-call format instead (tools/render.py).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dynamo_lite.frontend import harmony
 from dynamo_lite.frontend.messages import ChatMessage, Tool
 from dynamo_lite.frontend.tools.render import render_into_messages
 
@@ -33,6 +35,7 @@ class ChatInput:
     continue_final_message: bool = False
     documents: list[dict[str, str]] | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)  # chat_template_kwargs, reasoning_effort
+    reasoning_effort: str | None = None  # the request's own (a Harmony prompt takes it, not the kwargs)
 
 
 class ModelTokenizer:
@@ -53,6 +56,8 @@ class ModelTokenizer:
         self.special_tokens: tuple[str, ...] = tuple(str(t) for t in self._tok.all_special_tokens)
         self.vocab_size = len(self._tok)
         self._rust = _rust_encoder(self._tok)
+        # gpt-oss: vLLM writes its prompts in Harmony, not with its chat template (harmony.py)
+        self.harmony = _model_type(model_dir) == "gpt_oss"
 
     def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
         if self._rust is not None:
@@ -78,7 +83,11 @@ class ModelTokenizer:
                                              continue_final_message=chat.continue_final_message, **extra)
 
     def encode_chat(self, messages: list[ChatMessage], chat: ChatInput = ChatInput()) -> tuple[str, list[int]]:
-        """The chat template with the generation prompt, and its tokens (the template adds any BOS itself)."""
+        """The chat template with the generation prompt, and its tokens (the template adds any BOS itself); a
+        gpt-oss model's prompt in Harmony."""
+        if self.harmony:
+            ids = harmony.render(messages, chat.tools, chat.reasoning_effort)
+            return harmony.encoding().decode(ids), ids
         text = self.render_chat(messages, chat)
         return text, self._encode(text, False)
 
@@ -147,6 +156,14 @@ def developer_as_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return messages
     text = "\n\n".join(m["content"] for m in messages if m["role"] == "system" and m["content"])
     return [{"role": "system", "content": text}, *(m for m in messages if m["role"] != "system")]
+
+
+def _model_type(model_dir: Path) -> str | None:
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get("model_type") if isinstance(config, dict) else None
 
 
 def _has_tool_turns(messages: list[dict[str, Any]]) -> bool:

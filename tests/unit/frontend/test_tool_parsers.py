@@ -119,10 +119,11 @@ def test_cluster_yaml_names_every_parser_the_frontend_has() -> None:
     from typing import get_args
 
     from dynamo_lite.config.schema import ReasoningParserName, ToolCallParser
+    from dynamo_lite.frontend import harmony
     from dynamo_lite.frontend.tools import REASONING_PARSER_NAMES, TOOL_PARSER_NAMES
 
-    assert set(get_args(ToolCallParser)) == set(TOOL_PARSER_NAMES)
-    assert set(get_args(ReasoningParserName)) == set(REASONING_PARSER_NAMES)
+    assert set(get_args(ToolCallParser)) == {*TOOL_PARSER_NAMES, harmony.TOOL_PARSER}
+    assert set(get_args(ReasoningParserName)) == {*REASONING_PARSER_NAMES, harmony.REASONING_PARSER}
 
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
