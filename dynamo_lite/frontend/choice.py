@@ -56,7 +56,7 @@ class ChatChoice:
         self.index = index
         self.opts = opts
         self.token_text = token_text
-        self.harmony = HarmonyReader(opts.reasoning_parser is not None, opts.tool_mode == "auto"
+        self.harmony = HarmonyReader(opts.reasoning_parser is not None, opts.tool_mode != "none"
                                      and opts.tool_parser is not None) if opts.harmony else None  # fmt: skip
         self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
             if opts.reasoning_parser and not opts.harmony else None
@@ -128,7 +128,8 @@ class ChatChoice:
         """The whole choice of a non-streamed answer (after every piece went through `delta`)."""
         self.last(outcome)
         text = "".join(self.content)
-        message: dict[str, Any] = {"role": self.opts.role, "content": text if text or not self.calls else None,
+        held = self.opts.tool_mode in ("named", "required")  # vLLM's content is then text, if empty
+        message: dict[str, Any] = {"role": self.opts.role, "content": text if text or not self.calls or held else None,
                                    "refusal": None}  # fmt: skip
         if self.calls:
             message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in self.calls]
@@ -176,6 +177,9 @@ class ChatChoice:
         """Content to `delta["content"]`, tool calls returned as deltas."""
         mode = self.opts.tool_mode
         out: list[dict[str, Any]] = []
+        if self.harmony is not None:  # (its calls come from its messages, whatever the tool_choice)
+            self._content(content, delta)
+            return out
         if mode == "named":
             if content:
                 self._raw.append(content)

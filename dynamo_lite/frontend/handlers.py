@@ -234,7 +234,7 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     tokenizer = state.tokenizers[body.model]
     spec = state.models[body.model]
     opts = plan.chat_options(body, spec, text, tokenizer)
-    structured = plan.tool_structured(body) or body.structured()
+    structured = plan.chat_structured(body, spec, tokenizer)
     ids = plan.truncate(ids, body, spec.max_model_len)
     rid = id_prefix + _base_id(request, body.request_id)
     _log_fields(rid, check)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynamo_lite.config import ModelSpec
-from dynamo_lite.frontend import harmony
+from dynamo_lite.frontend import harmony, harmony_tags
 from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.logprobs import CompletionLogprobs
@@ -89,6 +89,15 @@ def choice_requests(body: OpenAiRequest, spec: ModelSpec, cap: int | None, rid: 
 
 
 # --- chat ----------------------------------------------------------------------------------
+def chat_structured(body: ChatCompletionRequest, spec: ModelSpec, tok: ModelTokenizer) -> dict[str, Any] | None:
+    """What the engine holds a chat answer to: tool_choice required or named, else the response format; for a
+    gpt-oss model with Harmony's parsers, as one structural tag (harmony_tags.py)."""
+    if tok.harmony and harmony.PARSERS & {spec.tool_call_parser, spec.reasoning_parser}:
+        tool_structured(body)  # (its checks of the named tool)
+        return harmony_tags.structured_outputs(body, spec.tool_call_parser == harmony.TOOL_PARSER)
+    return tool_structured(body) or body.structured()
+
+
 def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
     """required / named tool_choice as the JSON schema the engine holds the output to (as vLLM does)."""
     choice = body.effective_tool_choice()
@@ -118,15 +127,15 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
     if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
         raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
                        code="invalid_value")
-    if tok is not None and tok.harmony:
-        return _harmony_options(body, spec, choice)
-    if choice == "auto" and spec.tool_call_parser is None:
+    if choice == "auto" and spec.tool_call_parser is None and not (tok is not None and tok.harmony):
         raise ApiError(400, f'"auto" tool choice needs a tool-call parser, and model `{spec.name}` has none '
                             "(models[].tool_call_parser in cluster.yaml, as vLLM's --tool-call-parser).",
                        param="tool_choice", code="invalid_value")
     if body.structured() is not None and isinstance(choice, NamedToolChoice):
         raise ApiError(400, "You can only either use constraints for structured outputs or tools, not both.",
                        param="tool_choice", code="invalid_value")
+    if tok is not None and tok.harmony:
+        return _harmony_options(body, spec, choice)
     last = body.messages[-1]
     role = "assistant" if body.add_generation_prompt else last.role  # vLLM's answer role
     mode = "named" if isinstance(choice, NamedToolChoice) else choice
@@ -149,15 +158,9 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
 
 def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) -> ChatOptions:
     """A gpt-oss request: its output read as Harmony messages when the model has either of Harmony's parsers (as
-    vLLM reads it then; without, the text as it comes). Output held to a schema is not served for it here."""
-    for field, held in (("tool_choice", choice == "required" or isinstance(choice, NamedToolChoice)),
-                        ("response_format", body.structured() is not None)):  # fmt: skip
-        if held:
-            raise ApiError(400, f"{field} held to a schema is not served here for a gpt-oss (Harmony) model: vLLM "
-                                "holds it with a Harmony structural tag, which the frontend does not build.",
-                           param=field, code="invalid_value")  # fmt: skip
+    vLLM reads it then; without, the text as it comes): the calls of any tool_choice but none among them."""
     return ChatOptions(
-        tool_mode=choice, tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
+        tool_mode="named" if isinstance(choice, NamedToolChoice) else choice, tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
         harmony=spec.tool_call_parser is not None or spec.reasoning_parser is not None,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),

@@ -86,8 +86,7 @@ async def test_without_harmony_s_parsers_the_text_comes_as_it_is(harness: Any) -
 
 
 @pytest.mark.parametrize(("body", "field"), [({"reasoning_effort": "none"}, "reasoning_effort"),
-                                             ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice"),
-                                             ({"response_format": {"type": "json_object"}}, "response_format")])
+                                             ({"structured_outputs": {"grammar": "root ::= x"}}, "structured_outputs")])
 async def test_what_is_not_served_is_refused_by_name(harness: Any, body: dict[str, Any], field: str) -> None:
     h = await harness(model=GPT_OSS)
     h.add_worker("d0", script=script(ANSWER))
@@ -96,6 +95,30 @@ async def test_what_is_not_served_is_refused_by_name(harness: Any, body: dict[st
     assert resp.status == 400
     assert (await resp.json())["error"]["param"] == field
     assert not h.engines.calls
+
+
+@pytest.mark.parametrize(("choice", "finish"), [("required", "tool_calls"),
+                                                ({"type": "function", "function": {"name": "get_weather"}}, "stop")])
+async def test_a_call_required_is_held_by_a_structural_tag(harness: Any, choice: Any, finish: str) -> None:
+    """The engine gets Harmony's structural tag, and the call is read from the output's messages; the finish is
+    vLLM's (tool_calls when required, stop when named) and the content empty text."""
+    h = await harness(model=GPT_OSS)
+    h.add_worker("d0", script=script(OUTPUT))
+    choice_, _ = await answer(h, {"tools": [WEATHER], "tool_choice": choice})
+    assert [c["function"]["name"] for c in choice_["message"]["tool_calls"]] == ["get_weather"]
+    assert choice_["finish_reason"] == finish and choice_["message"]["content"] == ""
+    tag = json.loads(h.engines.calls[0]["sampling"].structured_outputs["structural_tag"])
+    begins = [e["begin"] for e in tag["format"]["elements"][-1]["elements"]]
+    assert " to=functions.get_weather<|channel|>commentary json<|message|>" in begins
+
+
+async def test_a_response_format_holds_the_final_message(harness: Any) -> None:
+    h = await harness(model=GPT_OSS)
+    h.add_worker("d0", script=script('<|channel|>final<|message|>{"a": 1}<|return|>'))
+    choice, _ = await answer(h, {"response_format": {"type": "json_object"}})
+    assert json.loads(choice["message"]["content"]) == {"a": 1}
+    tag = json.loads(h.engines.calls[0]["sampling"].structured_outputs["structural_tag"])
+    assert tag["format"]["elements"][-1]["elements"][0]["begin"] == "<|channel|>final json<|message|>"
 
 
 @pytest.mark.parametrize(("tool", "reasoning", "is_harmony", "wrong"),

@@ -127,3 +127,49 @@ def test_the_same_answer_as_vllm_s_harmony_parser(text: str, reasons: bool, call
             r, c, f = reader.feed(piece) if piece is not None else reader.finish()
             reasoning, content, found = reasoning + r, content + c, found + f
         assert (reasoning, content, [(f.name, _loaded(f.arguments)) for f in found]) == expected, size
+
+
+def _tool(name: str, strict: bool | None = None) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": name, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    return {"type": "function", "function": function if strict is None else {**function, "strict": strict}}
+
+
+SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "properties": {"a": {}}}}}
+HELD: list[dict[str, Any]] = [
+    {"response_format": SCHEMA}, {"response_format": {"type": "json_object"}}, {"response_format": {"type": "text"}},
+    {"structured_outputs": {"regex": "[a-z]+"}}, {"structured_outputs": {"choice": ["yes", "no"]}},
+    {"structured_outputs": {"json": {"type": "array"}}},
+    {"tools": [_tool("a")], "tool_choice": "required"}, {"tools": [_tool("a"), _tool("b", True)], "tool_choice": "required"},
+    {"tools": [_tool("a"), _tool("b")], "tool_choice": {"type": "function", "function": {"name": "b"}}},
+    {"tools": [_tool("a")], "tool_choice": "auto"}, {"tools": [_tool("a"), _tool("b", True)], "tool_choice": "auto"},
+    {"tools": [_tool("a")], "tool_choice": "auto", "parallel_tool_calls": False},
+    {"tools": [_tool("a", True)], "tool_choice": "auto", "response_format": {"type": "json_object"}},
+    {"tools": [_tool("a")], "tool_choice": "auto", "response_format": SCHEMA},
+    {"tools": [_tool("a")], "tool_choice": "none", "response_format": SCHEMA},
+    {"tools": [_tool("a", False)], "tool_choice": "required", "response_format": SCHEMA},
+]
+
+
+@pytest.mark.parametrize("body", HELD, ids=range(len(HELD)))
+@pytest.mark.parametrize("tool_parser", [True, False])
+def test_the_structural_tag_is_vllm_s(body: dict[str, Any], tool_parser: bool) -> None:
+    """What holds the answer (the engine's structured_outputs) is the tag vLLM's HarmonyParser builds, with
+    Harmony's tool-call parser or with its reasoning parser alone."""
+    from vllm.parser.parser_manager import ParserManager
+
+    from dynamo_lite.frontend import harmony_tags
+
+    composed = ParserManager.get_parser(tool_parser_name="openai" if tool_parser else None,
+                                        reasoning_parser_name="openai_gptoss", enable_auto_tools=tool_parser,
+                                        is_harmony=True)  # fmt: skip
+
+    class Tok:
+        def get_vocab(self) -> dict[str, int]:
+            return {}
+
+    theirs = VllmChat(model="m", messages=[{"role": "user", "content": "hi"}], **body)
+    theirs = composed(Tok(), theirs.tools).adjust_request(theirs)
+    tag = theirs.structured_outputs.structural_tag if theirs.structured_outputs is not None else None
+    ours = harmony_tags.structured_outputs(ChatCompletionRequest.model_validate({
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], **body}), tool_parser)  # fmt: skip
+    assert (json.loads(ours["structural_tag"]) if ours else None) == (json.loads(tag) if tag else None)

@@ -1,0 +1,117 @@
+"""What holds a gpt-oss answer to a schema or a tool call: the structural tag vLLM 0.32 builds for Harmony.
+
+A JSON schema cannot hold a Harmony answer, whose messages have headers around their text; vLLM
+holds it with an xgrammar structural tag instead (`vllm/parser/harmony.py`), sent to the engine as
+`structured_outputs.structural_tag`:
+- a response format: optional reasoning (`analysis`), then a `final` message whose text is held;
+- tool_choice required or named (or auto, when a tool is `strict`, or with parallel_tool_calls
+  false): optional reasoning and commentary, then a message to `functions.NAME` whose text is
+  the call's arguments (held to the tool's parameters when it is strict), in any of the header
+  spellings gpt-oss writes; under auto a plain final answer is allowed too.
+
+The tags are built as the same JSON vLLM writes (a unit test compares them); vLLM's
+`--tool-strict-level` is left at its default, auto.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.messages import NamedToolChoice
+from dynamo_lite.frontend.schemas import ChatCompletionRequest
+
+_END = ["<|end|>", ""]  # a message's end, or a stop token (xgrammar writes those as "")
+_CONSTRAINS = (" json", " <|constrain|>json")
+_CHANNELS = ("<|channel|>commentary", "<|channel|>analysis", "<|channel|>final")
+_CALLS = (" to=functions.{name}{channel}{constrain}<|message|>", "{channel} to=functions.{name}{constrain}<|message|>")
+
+
+def structured_outputs(body: ChatCompletionRequest, tool_parser: bool) -> dict[str, Any] | None:
+    """The engine's `structured_outputs` for a gpt-oss chat request (None: not held), as vLLM's HarmonyParser
+    adjusts the request; `tool_parser`: the model has Harmony's tool-call parser (`openai`)."""
+    held = body.structured()
+    tag = _final_held(held) if held is not None else None
+    choice = body.effective_tool_choice()
+    if not (tool_parser and body.tools and (choice in ("auto", "required") or isinstance(choice, NamedToolChoice))):
+        return _wire(tag)
+    auto = choice == "auto"
+    level_function = body.parallel_tool_calls is False and not (auto and tag is not None)
+    if auto and not level_function and not any(t.function.strict is True for t in body.tools):
+        return _wire(tag)  # no tool is held: the response format alone, as vLLM
+    tools = [t for t in body.tools if not isinstance(choice, NamedToolChoice) or t.function.name == choice.function.name]
+    calls = [_tag(begin.format(name=t.function.name, channel=channel, constrain=constrain), _json(_arguments(t)))
+             for t in tools for begin in _CALLS for constrain in _CONSTRAINS for channel in _CHANNELS]
+    if auto and tag is None:  # a plain answer is allowed too
+        calls += [_tag(f"<|channel|>final{c}<|message|>", _any()) for c in (*_CONSTRAINS, "")]
+    tools_tag = _assemble(True, {"type": "or", "elements": calls})
+    if auto and tag is not None:
+        tools_tag = {"type": "structural_tag", "format": {"type": "or", "elements": [tools_tag["format"],
+                                                                                    tag["format"]]}}  # fmt: skip
+    return _wire(tools_tag)
+
+
+def _final_held(held: dict[str, Any]) -> dict[str, Any] | None:
+    """The tag holding the final message's text to a response format (vLLM's `_adjust_output_format`)."""
+    if held.get("json_object"):
+        content = _json({"type": "object"})
+    elif held.get("json") is not None:
+        schema = held["json"]
+        content = _json(json.loads(schema) if isinstance(schema, str) else schema)
+    elif held.get("regex") is not None:
+        content = {"type": "regex", "pattern": held["regex"]}
+    elif held.get("choice") is not None:
+        content = {"type": "or", "elements": [{"type": "const_string", "value": c} for c in held["choice"]]}
+    elif held.get("structural_tag") is not None:
+        given = json.loads(held["structural_tag"])
+        if not isinstance(given, dict) or "format" not in given:
+            raise ApiError(400, "A structural tag of the legacy kind (`structures`) is not served here for a gpt-oss "
+                                "(Harmony) model; give its `format`.", param="response_format")  # fmt: skip
+        content = given["format"]
+    elif held.get("grammar") is not None:
+        raise ApiError(400, "A grammar is not served here for a gpt-oss (Harmony) model: vLLM turns it into an "
+                            "xgrammar format, which the frontend does not build.", param="structured_outputs")
+    else:
+        return None
+    if content.get("type") == "json_schema":
+        final = {"type": "or", "elements": [_tag(f"<|channel|>final{c}<|message|>", content) for c in _CONSTRAINS]}
+    else:
+        final = _tag("<|channel|>final<|message|>", content)
+    return _assemble(False, final)
+
+
+def _arguments(tool: Any) -> Any:
+    """A tool's arguments as held: its parameters when it is strict, else any JSON (vLLM's auto strict level)."""
+    if tool.function.strict is not True:
+        return True
+    return tool.function.parameters if tool.function.parameters is not None else True
+
+
+def _assemble(commentary: bool, content: dict[str, Any]) -> dict[str, Any]:
+    before = [_preamble("analysis"), *([_preamble("commentary")] if commentary else [])]
+    return {"type": "structural_tag", "format": {"type": "sequence", "elements": [*before, content]}}
+
+
+def _preamble(channel: str) -> dict[str, Any]:
+    """An optional message on `channel` before the held one."""
+    return {"type": "optional", "content": {"type": "sequence", "elements": [
+        _tag(f"<|channel|>{channel}<|message|>", _any(), "<|end|>"),
+        {"type": "const_string", "value": "<|start|>assistant"}]}}  # fmt: skip
+
+
+def _tag(begin: str, content: dict[str, Any], end: Any = None) -> dict[str, Any]:
+    return {"type": "tag", "begin": begin, "content": content, "end": _END if end is None else end}
+
+
+def _any() -> dict[str, Any]:
+    return {"type": "any_text", "excludes": [], "max_tokens": None, "max_chars": None}
+
+
+def _json(schema: Any) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": schema, "style": "json", "any_order": False,
+            "max_whitespace_cnt": None, "excludes": []}  # fmt: skip
+
+
+def _wire(tag: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if tag is None else {"structural_tag": json.dumps(tag)}
