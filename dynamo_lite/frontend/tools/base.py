@@ -135,8 +135,8 @@ class ToolParser:
     def _cut(self, out: Parsed, final: bool) -> None:
         while self._buf:
             rest = self._buf.lstrip()
-            if rest and not self.only_at_start and not any(rest.startswith(m) or m.startswith(rest)
-                                                          for m in self.markers):  # fmt: skip
+            if rest and (not self.only_at_start or self.keeps_text_after_calls) \
+                    and not any(rest.startswith(m) or m.startswith(rest) for m in self.markers):  # fmt: skip
                 self._in_calls = False  # content again after the calls
                 return
             taken = self.take(self._buf, final)

@@ -21,9 +21,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, json_call, skip_space
-from dynamo_lite.frontend.tools.gemma4 import Gemma4Parser
+from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
-from dynamo_lite.frontend.tools.wrapped_json import HunyuanA13BParser, InternLMParser, JambaParser, Phi4MiniJsonParser
+from dynamo_lite.frontend.tools.wrapped_json import (
+    HunyuanA13BParser,
+    InternLMParser,
+    JambaParser,
+    Phi4MiniJsonParser,
+    XLamParser,
+)
 from dynamo_lite.frontend.tools.tagged import (
     DeepSeekV3Parser,
     DeepSeekV31Parser,
@@ -228,6 +234,8 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "jamba": JambaParser,
     "hunyuan_a13b": HunyuanA13BParser,
     "internlm": InternLMParser,
+    "functiongemma": FunctionGemmaParser,
+    "xlam": XLamParser,
 }
 
 

@@ -1,8 +1,10 @@
-"""Gemma 4's tool calls, as vLLM's gemma4 parser reads them:
-`<|tool_call>call:name{key:<|"|>text<|"|>,n:42,list:[...],obj:{...}}<tool_call|>`.
+"""Gemma's tool calls, as vLLM's parsers of the same names read them.
 
-Strings stand between `<|"|>` delimiters; other values are bare text, typed by the tool's schema as vLLM's
-parser engine types them.
+- gemma4: `<|tool_call>call:name{key:<|"|>text<|"|>,n:42,list:[...],obj:{...}}<tool_call|>`. Strings stand
+  between `<|"|>` delimiters; other values are bare text, typed by the tool's schema as vLLM's parser engine
+  types them.
+- functiongemma (FunctionGemma): `<start_function_call>call:name{key:<escape>value<escape>,...}<end_function_call>`;
+  each value between `<escape>`s is JSON, or else text.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, wrapped
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, items, skip_space, wrapped
 
 _GEMMA_QUOTE = '<|"|>'
 
@@ -122,3 +124,44 @@ def _gemma_write(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ",".join(_gemma_write(v) for v in value) + "]"
     return json.dumps(value)
+
+
+class FunctionGemmaParser(ToolParser):
+    """FunctionGemma: `<start_function_call>call:name{key:<escape>value<escape>,...}<end_function_call>`, the values
+    between `<escape>`s read as JSON where they are (else as text), and nothing else; a call cut short at the end of
+    the output is read to its end."""
+
+    START, END, ESCAPE = "<start_function_call>", "<end_function_call>", "<escape>"
+    markers = (START,)
+    TAGS = (END, ESCAPE)
+    keeps_special_tokens = "with tools"
+    HEAD = re.compile(r"call:(\w+)\{")
+    ARG = re.compile(r"(\w+):<escape>(.*?)<escape>", re.S)
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        values = ",".join(f"{k}:{cls.ESCAPE}{_escaped(v)}{cls.ESCAPE}" for k, v in items(args))
+        return f"{cls.START}call:{name}{{{values}}}{cls.END}"
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        head = self.HEAD.match(buffer, i + len(self.START)) if buffer.startswith(self.START, i) else None
+        if head is None:
+            return None
+        stop = buffer.find("}" + self.END, head.end())
+        if stop < 0 and not final:
+            return None
+        body, used = (buffer[head.end():], len(buffer)) if stop < 0 else \
+            (buffer[head.end():stop], stop + 1 + len(self.END))  # fmt: skip
+        return [self.call(head.group(1), {k: _json_or_text(v) for k, v in self.ARG.findall(body)})], used
+
+
+def _escaped(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value

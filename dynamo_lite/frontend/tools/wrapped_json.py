@@ -3,8 +3,10 @@
 - phi4_mini_json: `functools[{"name": "f", "arguments": {...}}, ...]` (Phi-4-mini).
 - jamba, hunyuan_a13b: `<tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls>` (Jamba, Hunyuan-A13B).
 - internlm: `<|action_start|><|plugin|>{"name": "f", "parameters": {...}}<|action_end|>`, one call (InternLM 2.5).
+- xlam: the output starts with a JSON list of `{"name", "arguments"}` (xLAM), bare, in a ``` code block, after
+  `[TOOL_CALLS]` (to the end of the line) or in `<tool_call>` ... `</tool_call>`.
 
-The text before the calls is content; vLLM drops what follows them.
+The text before the calls is content; vLLM drops what follows them (but xlam's, around a wrapped list).
 """
 
 from __future__ import annotations
@@ -102,3 +104,35 @@ class InternLMParser(ToolParser):
             return None
         call = json_call(obj.get("name"), obj.get("parameters", obj.get("arguments", {})))
         return ([call], piece[1]) if call and piece else None
+
+
+class XLamParser(ToolParser):
+    """xLAM: a JSON list of calls at the start of the output, bare or wrapped; entries that are not calls are left
+    out. vLLM also looks for a wrapped list after other text; here the list must come first."""
+
+    WRAPS = {"```": "```", "[TOOL_CALLS]": "\n", "<tool_call>": "</tool_call>"}  # opening -> closing
+    markers = ("[", *WRAPS)
+    only_at_start = True
+    keeps_text_after_calls = True  # the text after a wrapped list is content, as vLLM keeps it
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return json.dumps([{"name": name, "arguments": args}], ensure_ascii=False)
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        opening = next((m for m in self.WRAPS if buffer.startswith(m, i)), None)
+        if opening is None:  # a bare list
+            end = balanced_end(buffer, i) if buffer.startswith("[", i) else -1
+            calls = _listed(buffer[i:end], ("arguments",), skips_bad=True) if end > 0 else None
+            return (calls, end) if calls else None
+        start = i + len(opening)
+        stop = buffer.find(self.WRAPS[opening], start)
+        if stop < 0 and not final:
+            return None
+        inner = buffer[start:] if stop < 0 else buffer[start:stop]
+        if opening == "```":
+            inner = inner.removeprefix("json")
+        calls = _listed(inner.strip(), ("arguments",), skips_bad=True)
+        used = len(buffer) if stop < 0 else stop + (0 if opening == "[TOOL_CALLS]" else len(self.WRAPS[opening]))
+        return (calls, used) if calls else None

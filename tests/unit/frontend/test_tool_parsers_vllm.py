@@ -24,7 +24,8 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>",
            "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<｜DSML｜ calls>", "</｜DSML｜ calls>", "<longcat_tool_call>", "</longcat_tool_call>", "<|tool_call|>", "<|tool_call>", "<tool_call|>", '<|"|>',
            "<|channel>", "<channel|>", "<|tool_call_start|>", "<|tool_call_end|>", "<tool_calls>", "</tool_calls>",
-           "<|action_start|>", "<|plugin|>", "<|action_end|>"]  # fmt: skip
+           "<|action_start|>", "<|plugin|>", "<|action_end|>", "<start_function_call>", "<end_function_call>",
+           "<escape>"]  # fmt: skip
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
          "tags": {"type": "array", "items": {"type": "string"}}, "temp": {"type": ["number", "null"]},
          "where": {"type": "object", "properties": {"lat": {"type": "number"}}}}  # fmt: skip
@@ -143,6 +144,19 @@ OUTPUTS: list[tuple[str, str]] = [
     ("ernie45", 'Sure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "where": {"lat": 1}}}\n'
                 '</tool_call>\n<tool_call>{"name": "search", "arguments": {}}</tool_call>'),
     ("ernie45", '<tool_call>{"name": "search", "arguments": {"q": "x"}}'),
+    ("functiongemma", "Sure. <start_function_call>call:get_weather{city:<escape>Paris, FR<escape>,days:<escape>3<escape>,"
+                      "tags:<escape>[\"a\"]<escape>,hot:true}<end_function_call><start_function_call>call:search{}"
+                      "<end_function_call>"),
+    ("functiongemma", "<start_function_call>call:search{q:<escape>cut {x}"),
+    ("functiongemma", "<start_function_call>call:search{q:<escape>x<escape>}<end_function_call>After."),
+    ("functiongemma", "No call {a:<escape>1<escape>}"),
+    ("xlam", '[{"name": "get_weather", "arguments": {"city": "Paris", "tags": ["a"]}}, {"name": "search", '
+             '"arguments": {}}, {"name": "no_arguments"}]'),
+    ("xlam", '```json\n[{"name": "search", "arguments": {"q": "x"}}]\n```\nDone.'),
+    ("xlam", '[TOOL_CALLS][{"name": "search", "arguments": {"q": "x"}}]\nDone.'),
+    ("xlam", '<tool_call>[{"name": "search", "arguments": {"q": "x"}}]</tool_call>'),
+    ("xlam", "An answer [with brackets] and no call."),
+    ("xlam", "```python\nprint(1)\n```"),
 ]
 
 
