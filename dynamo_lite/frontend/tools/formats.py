@@ -24,6 +24,7 @@ from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end
 from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
 from dynamo_lite.frontend.tools.wrapped_json import (
+    ApertusParser,
     HunyuanA13BParser,
     InternLMParser,
     JambaParser,
@@ -42,6 +43,7 @@ from dynamo_lite.frontend.tools.tagged import (
     MiniMaxM2Parser,
     Qwen3XmlParser,
     SeedOssParser,
+    Step3Parser,
 )
 
 
@@ -236,6 +238,8 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "internlm": InternLMParser,
     "functiongemma": FunctionGemmaParser,
     "xlam": XLamParser,
+    "step3": Step3Parser,
+    "apertus": ApertusParser,
 }
 
 

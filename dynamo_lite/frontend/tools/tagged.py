@@ -11,6 +11,7 @@
 - deepseek_v32 (DSML): `<｜DSML｜function_calls><｜DSML｜invoke name="f"><｜DSML｜parameter name="x"
   string="true">v</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>`; deepseek_v4: in `<｜DSML｜tool_calls>`.
 - step3p5 is qwen3_xml's format; mimo is too, its values not trimmed.
+- step3: `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="f">...` (Step 3).
 
 Arguments written as text (the XML-like formats, DSML) are typed by the tool's schema, as vLLM's
 parser engine types them (`typed`); so are kimi_k2's, which that engine parses too.
@@ -281,3 +282,53 @@ class DeepSeekV41Parser(DeepSeekV32Parser):
     markers = (*STARTS, INVOKE)
     TAGS = (END, INVOKE_END)
     PARAM = _dsml_param(TAG)
+
+
+class Step3Parser(ToolParser):
+    """Step 3: `<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="f">
+    <steptml:parameter name="x">v</steptml:parameter></steptml:invoke><｜tool_call_end｜>...<｜tool_calls_end｜>`; the
+    section must close, the text after it is content, and values are cast by the tool's schema as vLLM's step3
+    parser casts them (a string, integer, number, boolean or null type; anything else stays text)."""
+
+    START, END = "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>"
+    CALL, CALL_END, SEP = "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>"
+    markers = (START,)
+    TAGS = (END, CALL, CALL_END, SEP)
+    keeps_special_tokens = "with tools"
+    keeps_text_after_calls = True
+    INVOKE = re.compile(r'<steptml:invoke name="([^"]+)">')
+    PARAM = re.compile(r'<steptml:parameter name="([^"]+)">([^<]*)</steptml:parameter>')
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        params = "".join(f'<steptml:parameter name="{k}">{_value_text(v)}</steptml:parameter>' for k, v in items(args))
+        return (f'{cls.START}{cls.CALL}function{cls.SEP}<steptml:invoke name="{name}">{params}</steptml:invoke>'
+                f"{cls.CALL_END}{cls.END}")  # fmt: skip
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        piece = wrapped(buffer, self.START, self.END, final=False)  # a section never closed is content
+        if piece is None:
+            return None
+        calls = []
+        for part in piece[0].split(self.CALL):
+            kind, sep, invoke = part.partition(self.CALL_END)[0].partition(self.SEP)
+            head = self.INVOKE.search(invoke)
+            if self.CALL_END in part and sep and kind.strip() == "function" and head:
+                args = {k: v.strip() for k, v in self.PARAM.findall(invoke)}
+                calls.append(ParsedCall(head.group(1), json.dumps(self._cast(head.group(1), args), ensure_ascii=False)))
+        return (calls, piece[1]) if calls else None
+
+    def _cast(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        types = {k: p.get("type") for k, p in self.tools.get(name, {}).items() if isinstance(p, dict)}
+        for key, value in args.items():
+            kind = types.get(key)
+            if kind in ("integer", "number"):
+                try:
+                    args[key] = int(value) if kind == "integer" else float(value)
+                except ValueError:
+                    pass
+            elif kind == "boolean" and value.lower() in ("true", "false"):
+                args[key] = value.lower() == "true"
+            elif kind == "null" and value.lower() == "null":
+                args[key] = None
+        return args

@@ -3,10 +3,12 @@
 - phi4_mini_json: `functools[{"name": "f", "arguments": {...}}, ...]` (Phi-4-mini).
 - jamba, hunyuan_a13b: `<tool_calls>[{"name": "f", "arguments": {...}}, ...]</tool_calls>` (Jamba, Hunyuan-A13B).
 - internlm: `<|action_start|><|plugin|>{"name": "f", "parameters": {...}}<|action_end|>`, one call (InternLM 2.5).
+- apertus: `<|tools_prefix|>[{"f": {...}}, ...]<|tools_suffix|>`, each call an object of one key (Apertus).
 - xlam: the output starts with a JSON list of `{"name", "arguments"}` (xLAM), bare, in a ``` code block, after
   `[TOOL_CALLS]` (to the end of the line) or in `<tool_call>` ... `</tool_call>`.
 
-The text before the calls is content; vLLM drops what follows them (but xlam's, around a wrapped list).
+The text before the calls is content; vLLM drops what follows them (but apertus's, and xlam's around a wrapped
+list).
 """
 
 from __future__ import annotations
@@ -136,3 +138,38 @@ class XLamParser(ToolParser):
         calls = _listed(inner.strip(), ("arguments",), skips_bad=True)
         used = len(buffer) if stop < 0 else stop + (0 if opening == "[TOOL_CALLS]" else len(self.WRAPS[opening]))
         return (calls, used) if calls else None
+
+
+class ApertusParser(ToolParser):
+    """Apertus: a JSON list of `{"name": {arguments}}` between `<|tools_prefix|>` and `<|tools_suffix|>` (or the end
+    of the output); the text after it is content."""
+
+    markers = ("<|tools_prefix|>",)
+    END = "<|tools_suffix|>"
+    TAGS = (END,)
+    keeps_special_tokens = "with tools"
+    keeps_text_after_calls = True
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return f"{cls.markers[0]}{json.dumps([{name: args}], ensure_ascii=False)}{cls.END}"
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        if not buffer.startswith(self.markers[0], i):
+            return None
+        start = skip_space(buffer, i + len(self.markers[0]))
+        end = balanced_end(buffer, start) if buffer.startswith(("[", "{"), start) else -1
+        listed = _loads(buffer[start:end]) if end > 0 else None
+        listed = [listed] if isinstance(listed, dict) else listed
+        if not isinstance(listed, list):
+            return None
+        calls = []
+        for entry in listed:
+            if isinstance(entry, dict) and entry:
+                name, args = next(iter(entry.items()))
+                calls.append(ParsedCall(name, json.dumps(args, ensure_ascii=False)))
+        stop = skip_space(buffer, end)
+        if buffer.startswith(self.END, stop):
+            return calls, stop + len(self.END)
+        return (calls, end) if final or not self.END.startswith(buffer[stop:]) else None

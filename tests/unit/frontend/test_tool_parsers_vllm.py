@@ -25,7 +25,8 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<｜DSML｜ calls>", "</｜DSML｜ calls>", "<longcat_tool_call>", "</longcat_tool_call>", "<|tool_call|>", "<|tool_call>", "<tool_call|>", '<|"|>',
            "<|channel>", "<channel|>", "<|tool_call_start|>", "<|tool_call_end|>", "<tool_calls>", "</tool_calls>",
            "<|action_start|>", "<|plugin|>", "<|action_end|>", "<start_function_call>", "<end_function_call>",
-           "<escape>"]  # fmt: skip
+           "<escape>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
+           "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>"]  # fmt: skip
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
          "tags": {"type": "array", "items": {"type": "string"}}, "temp": {"type": ["number", "null"]},
          "where": {"type": "object", "properties": {"lat": {"type": "number"}}}}  # fmt: skip
@@ -157,6 +158,20 @@ OUTPUTS: list[tuple[str, str]] = [
     ("xlam", '<tool_call>[{"name": "search", "arguments": {"q": "x"}}]</tool_call>'),
     ("xlam", "An answer [with brackets] and no call."),
     ("xlam", "```python\nprint(1)\n```"),
+    ("step3", 'Sure.<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="get_weather">'
+              '<steptml:parameter name="city"> Paris </steptml:parameter><steptml:parameter name="days">3'
+              '</steptml:parameter><steptml:parameter name="hot">True</steptml:parameter><steptml:parameter '
+              'name="temp">2.5</steptml:parameter><steptml:parameter name="tags">["a"]</steptml:parameter>'
+              '</steptml:invoke><｜tool_call_end｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke '
+              'name="search"></steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜> Done.'),
+    ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="search">'
+              '<steptml:parameter name="q">x</steptml:parameter></steptml:invoke><｜tool_call_end｜>'),
+    ("step3", '<｜tool_calls_begin｜><｜tool_call_begin｜>python<｜tool_sep｜>x<｜tool_call_end｜><｜tool_calls_end｜>'),
+    ("apertus", 'I will check. <|tools_prefix|>[{"get_weather": {"city": "Paris", "tags": ["a"]}}, {"search": {}}]'
+                "<|tools_suffix|>"),
+    ("apertus", '<|tools_prefix|>[{"search": {"q": "x"}}]'),
+    ("apertus", '<|tools_prefix|>{"search": {"q": "x"}}<|tools_suffix|>'),
+    ("apertus", "No call [{}]."),
 ]
 
 
