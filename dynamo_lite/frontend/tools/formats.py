@@ -3,7 +3,7 @@
 - hermes: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, anywhere, repeated
   (Hermes, Qwen 2.5/3 ...); longcat: the same in `<longcat_tool_call>`.
 - granite: `<|tool_call|>` (or `<tool_call>`) then a JSON list of calls (Granite 3.0 / 3.1); granite4:
-  hermes's format, the text between and after the calls kept.
+  hermes's format, the text between and after the calls kept; granite-20b-fc: `<function_call> {...}` per call.
 - llama3_json: the output is `{"name": ..., "parameters": {...}}` objects (`arguments`
   too), optionally after `<|python_tag|>`, separated by `;` (Llama 3.1-3.3).
 - mistral: `[TOOL_CALLS]` then a JSON list of `{"name", "arguments"}`, or (tokenizer v11+)
@@ -71,7 +71,9 @@ class HermesParser(ToolParser):
             obj = json.loads(buffer[start + len(self.markers[0]): end])
         except ValueError:
             return None
-        call = json_call(obj.get("name"), obj.get("arguments", obj.get("parameters"))) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            return None
+        call = json_call(obj.get("name"), obj.get("arguments", obj.get("parameters")))
         if call is None:
             return None
         return [call], min(end + len(self.END), len(buffer))
@@ -133,6 +135,30 @@ class GraniteParser(ToolParser):
         return (calls, end) if calls and len(calls) == len(listed) else None
 
 
+class Granite20bFcParser(ToolParser):
+    """granite-20b-functioncalling: `<function_call> {"name": ..., "arguments": {...}}` per call."""
+
+    markers = ("<function_call>",)
+
+    @classmethod
+    def render(cls, name: str, args: Any) -> str:
+        return f"{cls.markers[0]} {json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}"
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = skip_space(buffer, 0)
+        if not buffer.startswith(self.markers[0], i):
+            return None
+        i = skip_space(buffer, i + len(self.markers[0]))
+        end = balanced_end(buffer, i) if buffer.startswith("{", i) else -1
+        try:
+            obj = json.loads(buffer[i:end]) if end > 0 else None
+        except ValueError:
+            return None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or "arguments" not in obj:
+            return None
+        return [ParsedCall(obj["name"], json.dumps(obj["arguments"], ensure_ascii=False))], end
+
+
 class Llama3JsonParser(ToolParser):
     markers = ("<|python_tag|>", "{")
     only_at_start = True
@@ -156,7 +182,8 @@ class Llama3JsonParser(ToolParser):
             obj = json.loads(buffer[i:end])
         except ValueError:
             return None
-        call = json_call(obj.get("name"), obj.get("parameters", obj.get("arguments"))) if isinstance(obj, dict) else None
+        call = json_call(obj.get("name"), obj.get("parameters", obj.get("arguments"))) \
+            if isinstance(obj, dict) else None  # fmt: skip
         return ([call], end) if call is not None else None
 
 
@@ -240,6 +267,8 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "xlam": XLamParser,
     "step3": Step3Parser,
     "apertus": ApertusParser,
+    "ling3": Glm45Parser,
+    "granite-20b-fc": Granite20bFcParser,
 }
 
 

@@ -299,6 +299,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "mistral": MistralReasoningParser,
     "mimo": Qwen3ReasoningParser,
     "olmo3": ReasoningParser,
+    "ling3": Glm45ReasoningParser,
 }
 
 

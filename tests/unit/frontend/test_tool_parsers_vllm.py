@@ -172,6 +172,12 @@ OUTPUTS: list[tuple[str, str]] = [
     ("apertus", '<|tools_prefix|>[{"search": {"q": "x"}}]'),
     ("apertus", '<|tools_prefix|>{"search": {"q": "x"}}<|tools_suffix|>'),
     ("apertus", "No call [{}]."),
+    ("ling3", "Sure.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>"
+              "\n<arg_value>3</arg_value>\n</tool_call>"),
+    ("granite-20b-fc", 'Sure. <function_call> {"name": "get_weather", "arguments": {"city": "Paris", "tags": ["a"]}} '
+                       '<function_call> {"name": "search", "arguments": {}}'),
+    ("granite-20b-fc", '<function_call>{"name": "search", "arguments": {"q": "x"}} and then'),
+    ("granite-20b-fc", "No call here."),
 ]
 
 
@@ -234,7 +240,7 @@ THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>Th
 KWARGS: list[dict[str, Any] | None] = [None, {"enable_thinking": False}, {"enable_thinking": True},
                                        {"thinking": True}, {"thinking": False}, {"reasoning_effort": "none"}]  # fmt: skip
 REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47", "seed_oss", "kimi_k2",
-             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3"]  # fmt: skip
+             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", REASONING)
