@@ -241,7 +241,8 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     want_prompt = body.prompt_logprobs is not None and not body.use_beam_search  # (vLLM's beam search: none)
     prompt_k = body.prompt_logprobs if want_prompt else None
     sampling = plan.sampling_of(body, structured, _engine_k(body.logprobs_k(), prompt_k), want_prompt,
-                                plan.keeps_special_tokens(body, spec), session_of(request, body))
+                                plan.keeps_special_tokens(body, spec), session_of(request, body),
+                                plan.joins_special_tokens(body, spec))
     reqs = plan.choice_requests(body, spec, state.config.frontend.max_tokens_limit, _internal(rid), [ids], sampling,
                                 "messages", tokenizer, want_prompt, request[RECEIVED])  # fmt: skip
     shape = Shape(rid, body.model, int(time.time()), chat=True, include_usage=body.include_usage)

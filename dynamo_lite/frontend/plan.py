@@ -24,12 +24,13 @@ from dynamo_lite.protocol import RequestId
 
 
 def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs_k: int | None,
-                echo: bool, keep_special_tokens: bool = False, session_id: str | None = None) -> Sampling:  # fmt: skip
+                echo: bool, keep_special_tokens: bool = False, session_id: str | None = None,
+                join_special_tokens: bool = False) -> Sampling:  # fmt: skip
     """vLLM's SamplingParams fields of the body, by their request names. With `use_beam_search` they go to the
     engine as they are, with the beam width `n`: vLLM's beam search takes the fields it uses and ignores the
     rest, and so does it here. `keep_special_tokens`: special tokens kept in the text for the parsers
-    (`keeps_special_tokens`). `session_id`: the request's (`handlers.session_of`), which the engine puts on its
-    KV events."""
+    (`keeps_special_tokens`), and `join_special_tokens`: written without spaces between them (`joins_special_tokens`).
+    `session_id`: the request's (`handlers.session_of`), which the engine puts on its KV events."""
     return Sampling(
         temperature=body.temperature, top_p=body.top_p, top_k=body.top_k, min_p=body.min_p, seed=body.seed,
         stop=body.stop_list(), stop_token_ids=tuple(body.stop_token_ids or ()),
@@ -39,7 +40,7 @@ def sampling_of(body: OpenAiRequest, structured: dict[str, Any] | None, logprobs
         logit_bias=body.logit_bias, bad_words=tuple(body.bad_words or ()),
         allowed_token_ids=tuple(body.allowed_token_ids or ()),
         skip_special_tokens=None if body.skip_special_tokens and not keep_special_tokens else False,
-        spaces_between_special_tokens=None if body.spaces_between_special_tokens else False,
+        spaces_between_special_tokens=None if body.spaces_between_special_tokens and not join_special_tokens else False,
         logprobs=logprobs_k, echo=echo or None, structured_outputs=structured, vllm_xargs=body.vllm_xargs,
         cache_salt=body.cache_salt, session_id=session_id, thinking_token_budget=body.thinking_token_budget,
         repetition_detection=body.repetition_detection, logprob_token_ids=tuple(body.logprob_token_ids or ()),
@@ -177,10 +178,17 @@ def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
     if (spec.reasoning_parser is None and choice == "none") or harmony.PARSERS & {spec.reasoning_parser,
                                                                                   spec.tool_call_parser}:
         return False  # (Harmony reads the output's tokens, not its text)
-    if spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].ENGINE:
+    reasoning = REASONING_PARSERS.get(spec.reasoning_parser or "")
+    if reasoning is not None and (reasoning.ENGINE or reasoning.KEEPS_SPECIAL):
         return True
     keeps = PARSERS[spec.tool_call_parser].keeps_special_tokens if spec.tool_call_parser else "never"
     return keeps == "always" or (keeps == "with tools" and bool(body.tools) and choice != "none")
+
+
+def joins_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
+    """Whether the engine must also write special tokens without spaces between them: Kimi K3's markers are
+    several special tokens each, and its vLLM parsers ask for this wherever they keep special tokens."""
+    return "kimi_k3" in (spec.tool_call_parser, spec.reasoning_parser) and keeps_special_tokens(body, spec)
 
 
 def dropped_specials(spec: ModelSpec, kwargs: Mapping[str, Any], tools_parsed: bool,

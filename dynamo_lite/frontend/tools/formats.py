@@ -11,7 +11,7 @@
 
 The formats of Python calls (pythonic, olmo3, lfm2) are in `pythonic.py`, JSON in other wrappers (phi4_mini_json,
 jamba, hunyuan_a13b, internlm) in `wrapped_json.py`, the tag-delimited formats of newer families in `tagged.py`,
-Gemma 4's in `gemma4.py`.
+Gemma's in `gemma4.py`, Kimi K3's in `kimi_k3.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, json_call, skip_space
 from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
+from dynamo_lite.frontend.tools.kimi_k3 import KimiK3Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
 from dynamo_lite.frontend.tools.wrapped_json import (
     ApertusParser,
@@ -269,6 +270,7 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "apertus": ApertusParser,
     "ling3": Glm45Parser,
     "granite-20b-fc": Granite20bFcParser,
+    "kimi_k3": KimiK3Parser,
 }
 
 

@@ -13,6 +13,8 @@ A thinking model's template opens `<think>` in the prompt, so the output is reas
 - deepseek_v4, deepseek_v41: as glm45, and not when `reasoning_effort` is none.
 - gemma4: `<|channel>thought` ... `<channel|>`, wherever the model opens it (see its class).
 - mistral: `[THINK]` ... `[/THINK]`, wherever the model opens it.
+- kimi_k3: `<|open|>think<|sep|>` ... `<|close|>think<|sep|>` unless `thinking` (else `enable_thinking`) is false;
+  its content is the response channel's text.
 
 Not thinking, all of the output is content, tags and all (deepseek_v4: a `<think>` there still opens
 reasoning). The families vLLM parses with its parser engine (all but deepseek_r1, olmo3 and deepseek_v3) run one
@@ -28,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynamo_lite.frontend.tools.base import partial_marker
+from dynamo_lite.frontend.tools.kimi_k3 import Unwrapper
 
 
 class ReasoningParser:
@@ -43,6 +46,7 @@ class ReasoningParser:
     REENTERS = False  # a START in the content opens reasoning again
     STRIP = False  # the white space that ends all of the reasoning is dropped
     OFF_STILL_PARSES = False  # not thinking, the output is still parsed (from content), not passed as it is
+    KEEPS_SPECIAL = False  # vLLM's parser asks the engine to keep special tokens, off its parser engine too
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
         """`opened`: the prompt left the reasoning open (`opened_by`), so the output starts in it."""
@@ -276,6 +280,31 @@ class Gemma4ReasoningParser(_Engine):
         return "" if ended and text == self.LABEL.rstrip() else text
 
 
+class KimiK3ReasoningParser(ReasoningParser):
+    """Kimi K3: `<|open|>think<|sep|>` ... `<|close|>think<|sep|>` (as deepseek_r1's machine), unless `thinking` (or
+    else `enable_thinking`) is false; the content is the response channel's text, without its markers."""
+
+    START, END = "<|open|>think<|sep|>", "<|close|>think<|sep|>"
+    KEEPS_SPECIAL = True
+
+    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
+        super().__init__(thinking, opened)
+        self._unwrap = Unwrapper()
+
+    @staticmethod
+    def thinks(kwargs: Mapping[str, Any]) -> bool:
+        thinking = kwargs.get("thinking")
+        return bool(kwargs.get("enable_thinking", True) if thinking is None else thinking)
+
+    def feed(self, text: str) -> tuple[str, str]:
+        reasoning, content = super().feed(text)
+        return reasoning, self._unwrap.feed(content)
+
+    def finish(self) -> tuple[str, str]:
+        reasoning, content = super().finish()
+        return reasoning, self._unwrap.feed(content) + self._unwrap.finish()
+
+
 class DeepSeekV3ReasoningParser(ReasoningParser):
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
@@ -300,6 +329,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "mimo": Qwen3ReasoningParser,
     "olmo3": ReasoningParser,
     "ling3": Glm45ReasoningParser,
+    "kimi_k3": KimiK3ReasoningParser,
 }
 
 

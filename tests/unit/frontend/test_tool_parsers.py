@@ -138,11 +138,14 @@ XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\n7\n</paramete
                           ({"tool_call_parser": "qwen3_coder"}, "none", False),
                           ({"tool_call_parser": "qwen3_coder"}, "auto", True),
                           ({"reasoning_parser": "qwen3"}, "none", True),
-                          ({"reasoning_parser": "deepseek_r1"}, "none", False)])  # fmt: skip
+                          ({"reasoning_parser": "deepseek_r1"}, "none", False),
+                          ({"tool_call_parser": "kimi_k3"}, "auto", True), ({"reasoning_parser": "kimi_k3"}, "none", True),
+                          ({"tool_call_parser": "kimi_k3"}, "none", False)])  # fmt: skip
 async def test_markers_that_are_special_tokens_are_kept_in_the_engine_s_text(harness, model: dict[str, str],
                                                                              tool_choice: str, kept: bool) -> None:  # fmt: skip
     """As vLLM's parsers ask (`test_tool_parsers_vllm.py` holds the rule to vLLM's): the engine does not skip
-    special tokens, which some models' markers are, when the parsers that read them run."""
+    special tokens, which some models' markers are, when the parsers that read them run; Kimi K3's, made of
+    several special tokens, are written without spaces between them too."""
     from tests.unit.frontend.conftest import Script, pieces
 
     h = await harness(model={**model, "max_model_len": 2048})
@@ -152,6 +155,8 @@ async def test_markers_that_are_special_tokens_are_kept_in_the_engine_s_text(har
         "tool_choice": tool_choice})  # fmt: skip
     assert resp.status == 200, await resp.text()
     assert h.engines.calls[0]["sampling"].skip_special_tokens is (False if kept else None)
+    joined = kept and "kimi_k3" in model.values()
+    assert h.engines.calls[0]["sampling"].spaces_between_special_tokens is (False if joined else None)
 
 
 async def test_arguments_are_typed_by_the_request_s_tool_schema(harness) -> None:

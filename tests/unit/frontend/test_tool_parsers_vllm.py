@@ -26,7 +26,8 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "<|channel>", "<channel|>", "<|tool_call_start|>", "<|tool_call_end|>", "<tool_calls>", "</tool_calls>",
            "<|action_start|>", "<|plugin|>", "<|action_end|>", "<start_function_call>", "<end_function_call>",
            "<escape>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
-           "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>"]  # fmt: skip
+           "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>", "<|open|>", "<|close|>", "<|sep|>"]  # fmt: skip
+O, X, P = "<|open|>", "<|close|>", "<|sep|>"  # Kimi K3's
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
          "tags": {"type": "array", "items": {"type": "string"}}, "temp": {"type": ["number", "null"]},
          "where": {"type": "object", "properties": {"lat": {"type": "number"}}}}  # fmt: skip
@@ -178,6 +179,14 @@ OUTPUTS: list[tuple[str, str]] = [
                        '<function_call> {"name": "search", "arguments": {}}'),
     ("granite-20b-fc", '<function_call>{"name": "search", "arguments": {"q": "x"}} and then'),
     ("granite-20b-fc", "No call here."),
+    ("kimi_k3", f"{O}response{P}Let me check.{X}response{P}{O}tools{P}{O}call tool=\"get_weather\" index=\"1\"{P}"
+                f"{O}argument key=\"city\" type=\"string\"{P}7{X}argument{P}{O}argument key=\"days\" type=\"integer\"{P}3"
+                f"{X}argument{P}{O}argument key=\"where\" type=\"object\"{P}{{\"lat\": 1}}{X}argument{P}{X}call{P}"
+                f"{O}call tool=\"search\" index=\"2\"{P}{X}call{P}{X}tools{P}{X}message{P}"),
+    ("kimi_k3", f"Sure.{X}response{P}{O}tools{P}{O}call tool=\"a&amp;b\" index=\"1\"{P}{O}argument key=\"q\" "
+                f"type=\"number\"{P}not json{X}argument{P}{X}call{P}"),
+    ("kimi_k3", f"{O}response{P}Just an answer.{X}response{P}{X}message{P}"),
+    ("kimi_k3", f"{O}tools{P}{O}call index=\"1\"{P}{X}call{P}{X}tools{P}"),
 ]
 
 
@@ -236,11 +245,19 @@ THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>Th
             "Ans<channel|>more<|channel>thought\nX<channel|>Y", "<|channel>thought\nA  \n<channel|>B",
             "<|channel>thoughtful<channel|>B", "thought", "[THINK]Plan.[/THINK]The answer.", "Plan.[/THINK]Ans",
             "[THINK]Plan. \n[/THINK]Ans[THINK]more \n[/THINK]end", "[THINK]Plan.[TOOL_CALLS]x{}", "[THINK]cut",
-            "<think>A \n</think>B<think>C</think>D"]  # fmt: skip
+            "<think>A \n</think>B<think>C</think>D", f"Plan.{X}think{P}{O}response{P}Ans{X}response{P}{X}message{P}",
+            f"{O}think{P}Plan.{X}think{P}Ans{X}message{P}", f"{O}response{P}Ans{X}response{P}"]  # fmt: skip
 KWARGS: list[dict[str, Any] | None] = [None, {"enable_thinking": False}, {"enable_thinking": True},
                                        {"thinking": True}, {"thinking": False}, {"reasoning_effort": "none"}]  # fmt: skip
+def _kimi_k3() -> Any:
+    from dynamo_lite.frontend.tools.reasoning import KimiK3ReasoningParser
+
+    return KimiK3ReasoningParser
+
+
+KimiK3 = _kimi_k3()
 REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47", "seed_oss", "kimi_k2",
-             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3"]  # fmt: skip
+             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3", "kimi_k3"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", REASONING)
@@ -259,6 +276,8 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
     tok.add_tokens(["<think>", "</think>", "<seed:think>", "</seed:think>", "<|channel>", "<channel|>"])
     if name == "olmo3":  # its parser looks up the pieces of a `</think>` written in words
         tok.add_tokens(["Ġ</", "</", "think", ">"])
+    if name == "kimi_k3":
+        tok.add_tokens([O, X, P])
     tok.add_special_tokens({"additional_special_tokens": ["[THINK]", "[/THINK]", "[TOOL_CALLS]"]})  # (mistral's)
     extra = {"chat_template_kwargs": kwargs} if kwargs else {}
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **extra)
@@ -269,6 +288,11 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
             continue  # vLLM's whole answer drops all text before a later `<think>`; no stream can take text back
         if name == "olmo3" and "</think>" not in text:
             continue  # vLLM's whole answer is then content, its stream reasoning; ours is its stream
+        if name == "kimi_k3" and f"{O}response{P}" in text and "think" not in text and KimiK3.thinks(kwargs or {}):
+            continue  # vLLM's whole answer is then all content, its stream reasoning up to the response; ours is its stream
+        if name == "kimi_k3" and f"{X}think{P}" in text and not KimiK3.thinks(kwargs or {}):
+            continue  # a think channel the request did not ask for: vLLM's whole answer drops the text before the
+            # response channel, which no stream can take back
         theirs = vllm_reasoning.ReasoningParserManager.get_reasoning_parser(name)(tok, **extra)
         expected = tuple(part or "" for part in theirs.extract_reasoning(text, request))
         output, text = text, drop.sub("", text) if drop else text
@@ -286,7 +310,7 @@ TOOL_NAMES = [None, *TOOL_PARSER_NAMES]
 
 
 @pytest.mark.parametrize("tool_parser", TOOL_NAMES)
-@pytest.mark.parametrize("reasoning_parser", [None, "deepseek_r1", "qwen3", "kimi_k2", "mimo"])
+@pytest.mark.parametrize("reasoning_parser", [None, "deepseek_r1", "qwen3", "kimi_k2", "mimo", "kimi_k3"])
 def test_special_tokens_are_kept_when_vllm_s_parsers_ask(tokenizer: Any, tool_parser: str | None,
                                                          reasoning_parser: str | None) -> None:  # fmt: skip
     """Whether the engine keeps special tokens in its text, as vLLM 0.32's composed parser's `adjust_request`
@@ -309,7 +333,9 @@ def test_special_tokens_are_kept_when_vllm_s_parsers_ask(tokenizer: Any, tool_pa
         if composed is not None and (composed.reasoning_parser_cls is not None or theirs.tool_choice != "none"):
             theirs = composed(tokenizer, theirs.tools, chat_template_kwargs={}).adjust_request(theirs)
         kept = theirs.skip_special_tokens is False
-        assert plan.keeps_special_tokens(ChatCompletionRequest.model_validate(body), spec) is kept, extra
+        ours = ChatCompletionRequest.model_validate(body)
+        assert plan.keeps_special_tokens(ours, spec) is kept, extra
+        assert plan.joins_special_tokens(ours, spec) is (theirs.spaces_between_special_tokens is False), extra
 
 
 @pytest.mark.parametrize("ending", ["<|turn>model\n<|channel>thought\n", "<|turn>model\n", "<|channel>x<channel|>",
