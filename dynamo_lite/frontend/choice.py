@@ -70,6 +70,7 @@ class ChatChoice:
         self.token_ids: list[int] = []
         self._raw: list[str] = []  # named / required: the JSON the engine was held to
         self._named_open = False
+        self._dropping = False  # the call under way is left out (parallel_tool_calls false, a call taken before)
 
     def delta(self, piece: Piece) -> dict[str, Any] | None:
         """The stream choice for `piece` (None: nothing to send yet)."""
@@ -206,14 +207,24 @@ class ChatChoice:
             parsed = self.parser.finish() if parsed is None else parsed.add(self.parser.finish())
         if parsed is not None:
             self._content(parsed.content, delta)
-            out = [self._add_call(c) for c in parsed.calls
-                   if self.opts.parallel_tool_calls or not self.calls]  # fmt: skip
+            out = [d for c in parsed.calls if (d := self._call_delta(c)) is not None]
         return out
 
     def _content(self, text: str, delta: dict[str, Any]) -> None:
         if text:
             self.content.append(text)
             delta["content"] = delta.get("content", "") + text
+
+    def _call_delta(self, call: ParsedCall) -> dict[str, Any] | None:
+        """A call, or a piece of one (a call whose arguments stream: `open`, then `more`), as a stream delta; None:
+        nothing to send (a later call with parallel_tool_calls false, an empty piece)."""
+        if call.part == "more":
+            if self._dropping or not call.arguments:
+                return None
+            self.calls[-1]["function"]["arguments"] += call.arguments
+            return {"index": len(self.calls) - 1, "function": {"arguments": call.arguments}}
+        self._dropping = bool(self.calls) and not self.opts.parallel_tool_calls
+        return None if self._dropping else self._add_call(call)
 
     def _add_call(self, call: ParsedCall) -> dict[str, Any]:
         entry = _tool_call(len(self.calls), call.name, call.arguments)

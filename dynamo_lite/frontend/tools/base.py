@@ -15,8 +15,12 @@ from dynamo_lite.frontend.tools.coerce import coerce_arguments
 
 @dataclass(frozen=True, slots=True)
 class ParsedCall:
+    """A call, or (streaming) a piece of one: `open` starts a call whose arguments come in pieces, `more` is the next
+    piece of the call opened last (its `name` repeated)."""
+
     name: str
-    arguments: str  # JSON text of the arguments object
+    arguments: str  # JSON text of the arguments object (of `open` / `more`: a piece of it)
+    part: Literal["whole", "open", "more"] = "whole"
 
 
 @dataclass(slots=True)
@@ -68,6 +72,7 @@ class ToolParser:
         self._started = False  # any non-space output seen (only_at_start formats decide then)
         self._plain = False  # decided: no tool calls in this output
         self._called = False  # a call was taken: what follows that is not a call is dropped, as vLLM does
+        self._streamed: str | None = None  # the arguments sent of the call opened in the stream (`partial`)
 
     def feed(self, text: str) -> Parsed:
         out = Parsed()
@@ -141,14 +146,41 @@ class ToolParser:
                 return
             taken = self.take(self._buf, final)
             if taken is None:
+                if not final:
+                    self._stream(out)
                 return
             calls, used = taken
+            if self._streamed is not None and calls:  # the call opened in the stream ends: the rest of its arguments
+                whole = self.partial(self._buf[:used])
+                rest = whole[1][len(self._streamed):] if whole and whole[1].startswith(self._streamed) else ""
+                calls, self._streamed = [ParsedCall(calls[0].name, rest, "more"), *calls[1:]], None
             out.calls.extend(calls)
             self._called = self._called or bool(calls)
             self._buf = self._buf[used:]
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         raise NotImplementedError
+
+    def partial(self, buffer: str) -> tuple[str, str] | None:
+        """The call at the front of `buffer`, not complete yet, for a stream: its name and the text of its arguments
+        so far, which only grows (the formats whose arguments are JSON as written); None: not known yet, or a format
+        whose calls come whole."""
+        return None
+
+    def _stream(self, out: Parsed) -> None:
+        """The call under way, as far as `partial` reads it: opened once its name is known, then its arguments as
+        they grow."""
+        got = self.partial(self._buf)
+        if got is None:
+            return
+        name, arguments = got
+        if self._streamed is None:
+            out.calls.append(ParsedCall(name, arguments, "open"))
+        elif len(arguments) > len(self._streamed) and arguments.startswith(self._streamed):
+            out.calls.append(ParsedCall(name, arguments[len(self._streamed):], "more"))
+        else:
+            return
+        self._streamed = arguments
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -234,3 +266,33 @@ def balanced_end(text: str, start: int, quotes: str = '"') -> int:
             if depth == 0:
                 return i + 1
     return -1
+
+
+class JsonEnd:
+    """Where the JSON value opening at the start of the text fed ends, found as the text grows: each character is
+    looked at once (a call's arguments streamed a token at a time are not scanned again and again)."""
+
+    def __init__(self) -> None:
+        self.seen = 0  # characters looked at
+        self.end = -1  # where the value ends (after its closing bracket), once it has
+        self._depth = 0
+        self._quote = False
+        self._escaped = False
+
+    def feed(self, text: str) -> int:
+        """`text`: all of it so far (it only grows). Where the value ends, or -1."""
+        for i in range(self.seen, len(text) if self.end < 0 else self.seen):
+            c = text[i]
+            if self._quote:
+                self._escaped, self._quote = (False, True) if self._escaped else (c == "\\", c != '"')
+            elif c == '"':
+                self._quote = True
+            elif c in "{[":
+                self._depth += 1
+            elif c in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    self.end = i + 1
+                    break
+        self.seen = len(text) if self.end < 0 else self.end
+        return self.end

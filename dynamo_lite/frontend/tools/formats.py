@@ -17,10 +17,11 @@ Gemma's in `gemma4.py`, Kimi K3's in `kimi_k3.py`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, balanced_end, json_call, skip_space
+from dynamo_lite.frontend.tools.base import JsonEnd, ParsedCall, ToolParser, balanced_end, json_call, skip_space
 from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
 from dynamo_lite.frontend.tools.kimi_k3 import KimiK3Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
@@ -48,6 +49,9 @@ from dynamo_lite.frontend.tools.tagged import (
 )
 
 
+_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
+
+
 class HermesParser(ToolParser):
     markers = ("<tool_call>",)
     END = "</tool_call>"
@@ -58,6 +62,20 @@ class HermesParser(ToolParser):
     @classmethod
     def render(cls, name: str, args: Any) -> str:
         return f"{cls.markers[0]}\n{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}\n{cls.END}"
+
+    def partial(self, buffer: str) -> tuple[str, str] | None:
+        """`<tool_call>{"name": "f", "arguments": ` read: the arguments streamed as written (not where a call never
+        closed is content, which a stream could not take back)."""
+        if not self.takes_unclosed:
+            return None
+        i = skip_space(buffer, 0)
+        head = _HEAD.match(buffer, i + len(self.markers[0])) if buffer.startswith(self.markers[0], i) else None
+        if head is None or not buffer.startswith("{", head.end()):
+            return None
+        if self._streamed is None:  # a new call: its arguments are scanned from their start
+            self._arguments_end = JsonEnd()
+        end = self._arguments_end.feed(buffer[head.end():])
+        return json.loads(f'"{head.group(1)}"'), buffer[head.end():head.end() + end if end > 0 else len(buffer)]
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         start = skip_space(buffer, 0)

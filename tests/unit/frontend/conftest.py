@@ -18,6 +18,7 @@ from dynamo_lite.frontend.app import STATE, FrontendConfig, build_app
 from dynamo_lite.frontend.flow import RequestFlow
 from dynamo_lite.frontend.request import Piece
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
+from dynamo_lite.frontend.tools import ParsedCall
 from dynamo_lite.frontend.upstream import StreamUsage, UpstreamTimeout, WorkerFailed
 from dynamo_lite.protocol import JobId, PrefillResult, Role, WorkerId, WorkerRecord
 from dynamo_lite.queue import PrefillError, QueueDepth
@@ -174,3 +175,15 @@ def named_events(raw: bytes) -> list[dict[str, Any]]:
         events.append(json.loads(data.removeprefix("data: ")))
         assert kind == "event: " + events[-1]["type"]
     return events
+
+
+def folded(calls: list[ParsedCall]) -> list[ParsedCall]:
+    """Calls whose arguments streamed in pieces (`open`, then `more`) as whole calls, their JSON written as a whole
+    call's is (json.dumps), so that a stream compares with the whole answer."""
+    out: list[ParsedCall] = []
+    for call in calls:
+        if call.part == "more":
+            out[-1] = ParsedCall(out[-1].name, out[-1].arguments + call.arguments)
+        else:
+            out.append(ParsedCall(call.name, call.arguments))
+    return [ParsedCall(c.name, json.dumps(json.loads(c.arguments), ensure_ascii=False)) for c in out]

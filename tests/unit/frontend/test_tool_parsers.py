@@ -57,11 +57,15 @@ def whole(name: str, text: str) -> Parsed:
 
 
 def streamed(name: str, chunks: list[str]) -> Parsed:
+    """The output fed in `chunks`, its calls folded whole (the arguments of some formats stream in pieces)."""
+    from tests.unit.frontend.conftest import folded
+
     parser = new_tool_parser(name)
     out = Parsed()
     for chunk in chunks:
         out.add(parser.feed(chunk))
-    return out.add(parser.finish())
+    out.add(parser.finish())
+    return Parsed(out.content, folded(out.calls))
 
 
 def split(text: str, cuts: list[int]) -> list[str]:
@@ -218,3 +222,34 @@ async def test_special_tokens_leave_the_text_where_vllm_s_parser_engine_drops_th
     message = (await resp.json())["choices"][0]["message"]
     text = (message.get("reasoning") or "") + "|" + message["content"]
     assert ("<|im_end|>" not in text) is dropped, text
+
+
+HERMES_TWO = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>\n'
+              '<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>')
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_hermes_arguments_stream_as_they_are_written(harness, parallel: bool) -> None:
+    """A hermes call opens in the stream once its name is read, and its arguments follow as the engine writes them
+    (an agent sees a long argument grow, not a silence), as vLLM streams them; they join into the whole answer's.
+    With parallel_tool_calls false the second call is left out, pieces and all."""
+    from dynamo_lite.frontend.request import Piece
+    from tests.unit.frontend.conftest import Script
+
+    h = await harness(model={"tool_call_parser": "hermes", "max_model_len": 2048})
+    pieces = [Piece(HERMES_TWO[i:i + 4], None, None) for i in range(0, len(HERMES_TWO), 4)]
+    h.add_worker("d0", script=Script([*pieces[:-1], Piece(pieces[-1].text, None, "stop")]))
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 200, "tools": [WEATHER],
+            "parallel_tool_calls": parallel}  # fmt: skip
+    streamed = await h.client.post("/v1/chat/completions", json={**body, "stream": True})
+    chunks = [json.loads(line[6:]) for line in (await streamed.text()).splitlines() if line.startswith("data: {")]
+    deltas = [c for ch in chunks for d in ch["choices"] for c in d["delta"].get("tool_calls") or ()]
+    opened = [d for d in deltas if "id" in d]
+    assert [d["function"]["name"] for d in opened] == ["get_weather", "search"][:2 if parallel else 1]
+    assert len(deltas) > 2 * len(opened)  # the arguments came in pieces
+    joined: dict[int, str] = {}
+    for d in deltas:
+        joined[d["index"]] = joined.get(d["index"], "") + d["function"]["arguments"]
+    expected = [{"city": "Paris", "days": 3}, {"q": "x"}][:2 if parallel else 1]
+    assert [json.loads(joined[i]) for i in sorted(joined)] == expected
+    assert [d["finish_reason"] for ch in chunks for d in ch["choices"] if d["finish_reason"]] == ["tool_calls"]

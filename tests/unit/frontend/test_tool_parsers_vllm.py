@@ -15,6 +15,7 @@ import vllm.reasoning as vllm_reasoning  # vLLM's parsers are the reference (ins
 import vllm.tool_parsers as vllm_tools
 
 from dynamo_lite.frontend.tools import TOOL_PARSER_NAMES, Parsed, new_reasoning_parser, new_tool_parser
+from tests.unit.frontend.conftest import folded
 
 MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
            "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
@@ -224,7 +225,7 @@ def ours(name: str, chunks: list[str]) -> tuple[str, list[tuple[str, Any]]]:
     for chunk in chunks:
         out.add(parser.feed(chunk))
     out.add(parser.finish())
-    return out.content.strip(), [(c.name, json.loads(c.arguments)) for c in out.calls]
+    return out.content.strip(), [(c.name, json.loads(c.arguments)) for c in folded(out.calls)]
 
 
 @pytest.mark.parametrize(("name", "text"), OUTPUTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(OUTPUTS)])
