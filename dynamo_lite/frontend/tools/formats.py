@@ -59,6 +59,10 @@ class HermesParser(ToolParser):
     keeps_special_tokens = "with tools"
     takes_unclosed = True  # a call never closed at the end of the output is taken if its JSON parses
 
+    def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        super().__init__(tools)
+        self._arguments_end = JsonEnd()  # where the streamed call's arguments end (`partial`)
+
     @classmethod
     def render(cls, name: str, args: Any) -> str:
         return f"{cls.markers[0]}\n{json.dumps({'name': name, 'arguments': args}, ensure_ascii=False)}\n{cls.END}"
