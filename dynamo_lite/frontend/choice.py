@@ -149,8 +149,7 @@ class ChatChoice:
               final: bool = False, found: Sequence[ParsedCall] = ()) -> dict[str, Any] | None:  # fmt: skip
         """`found`: the calls Harmony read (the other formats' are read from the content here)."""
         delta: dict[str, Any] = {}
-        calls = self._route(content, delta, final) + [self._add_call(c) for c in found
-                                                       if self.opts.parallel_tool_calls or not self.calls]  # fmt: skip
+        calls = self._route(content, delta, final) + [d for c in found if (d := self._call_delta(c)) is not None]
         if reasoning and self.opts.include_reasoning and self.opts.reasoning_parser is not None:
             self.reasoning.append(reasoning)
             delta["reasoning"] = delta["reasoning_content"] = reasoning

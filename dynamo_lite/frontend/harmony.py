@@ -114,7 +114,8 @@ def _messages(m: ChatMessage, names: dict[str, str]) -> list[Any]:
         return out
     if m.role == "tool":
         author = Author.new(Role.TOOL, f"functions.{names.get(m.tool_call_id or '', '')}")
-        return [Message.from_author_and_content(author, m.text()).with_channel("commentary").with_recipient("assistant")]
+        message = Message.from_author_and_content(author, m.text())
+        return [message.with_channel("commentary").with_recipient("assistant")]
     if m.role in ("system", "developer"):  # a later one: a developer message of its own
         return [Message.from_role_and_content(Role.DEVELOPER, DeveloperContent.new().with_instructions(m.text()))]
     try:

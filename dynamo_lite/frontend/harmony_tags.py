@@ -40,7 +40,8 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: bool) -> dict[s
     level_function = body.parallel_tool_calls is False and not (auto and tag is not None)
     if auto and not level_function and not any(t.function.strict is True for t in body.tools):
         return _wire(tag)  # no tool is held: the response format alone, as vLLM
-    tools = [t for t in body.tools if not isinstance(choice, NamedToolChoice) or t.function.name == choice.function.name]
+    named = choice.function.name if isinstance(choice, NamedToolChoice) else None
+    tools = [t for t in body.tools if named is None or t.function.name == named]
     calls = [_tag(begin.format(name=t.function.name, channel=channel, constrain=constrain), _json(_arguments(t)))
              for t in tools for begin in _CALLS for constrain in _CONSTRAINS for channel in _CHANNELS]
     if auto and tag is None:  # a plain answer is allowed too

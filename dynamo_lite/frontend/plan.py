@@ -161,7 +161,8 @@ def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) 
     """A gpt-oss request: its output read as Harmony messages when the model has either of Harmony's parsers (as
     vLLM reads it then; without, the text as it comes): the calls of any tool_choice but none among them."""
     return ChatOptions(
-        tool_mode="named" if isinstance(choice, NamedToolChoice) else choice, tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
+        tool_mode="named" if isinstance(choice, NamedToolChoice) else choice, tool_parser=spec.tool_call_parser,
+        reasoning_parser=spec.reasoning_parser,
         harmony=spec.tool_call_parser is not None or spec.reasoning_parser is not None,
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
@@ -172,8 +173,8 @@ def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) 
 def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:
     """Whether the engine must keep special tokens in its text, as vLLM 0.32 adjusts a chat request: its parsers
     adjust it when the model has a reasoning parser or the tool_choice is not none, and those that read markers
-    which are special tokens in some vocabularies ask for them (vLLM's parser engine whenever it runs; hermes and
-    kimi_k2 for a request with tools)."""
+    which are special tokens in some vocabularies ask for them (vLLM's parser engine whenever it runs, and kimi_k3's
+    parsers; hermes, kimi_k2 and others for a request with tools)."""
     choice = body.effective_tool_choice()
     if (spec.reasoning_parser is None and choice == "none") or harmony.PARSERS & {spec.reasoning_parser,
                                                                                   spec.tool_call_parser}:
