@@ -24,6 +24,7 @@ from typing import Any
 from dynamo_lite.frontend.tools.base import JsonEnd, ParsedCall, ToolParser, balanced_end, json_call, skip_space
 from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
 from dynamo_lite.frontend.tools.kimi_k3 import KimiK3Parser
+from dynamo_lite.frontend.tools.minimax_m3 import MiniMaxM3Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
 from dynamo_lite.frontend.tools.wrapped_json import (
     ApertusParser,
@@ -52,6 +53,24 @@ from dynamo_lite.frontend.tools.tagged import (
 _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
 
 
+class _JsonArguments:
+    """A call written as JSON, `{"name": "f", "arguments": {...}` read as it streams: its name and the text of its
+    arguments so far (each character scanned once for where they end)."""
+
+    def __init__(self) -> None:
+        self._end = JsonEnd()
+
+    def read(self, buffer: str, at: int, fresh: bool) -> tuple[str, str] | None:
+        """The call whose object opens at `at` (after spaces); `fresh`: a new call, scanned from its start."""
+        head = _HEAD.match(buffer, at)
+        if head is None or not buffer.startswith("{", head.end()):
+            return None
+        if fresh:
+            self._end = JsonEnd()
+        end = self._end.feed(buffer[head.end():])
+        return json.loads(f'"{head.group(1)}"'), buffer[head.end():head.end() + end if end > 0 else len(buffer)]
+
+
 class HermesParser(ToolParser):
     markers = ("<tool_call>",)
     END = "</tool_call>"
@@ -61,7 +80,7 @@ class HermesParser(ToolParser):
 
     def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         super().__init__(tools)
-        self._arguments_end = JsonEnd()  # where the streamed call's arguments end (`partial`)
+        self._arguments = _JsonArguments()
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -70,16 +89,10 @@ class HermesParser(ToolParser):
     def partial(self, buffer: str) -> tuple[str, str] | None:
         """`<tool_call>{"name": "f", "arguments": ` read: the arguments streamed as written (not where a call never
         closed is content, which a stream could not take back)."""
-        if not self.takes_unclosed:
-            return None
         i = skip_space(buffer, 0)
-        head = _HEAD.match(buffer, i + len(self.markers[0])) if buffer.startswith(self.markers[0], i) else None
-        if head is None or not buffer.startswith("{", head.end()):
+        if not self.takes_unclosed or not buffer.startswith(self.markers[0], i):
             return None
-        if self._streamed is None:  # a new call: its arguments are scanned from their start
-            self._arguments_end = JsonEnd()
-        end = self._arguments_end.feed(buffer[head.end():])
-        return json.loads(f'"{head.group(1)}"'), buffer[head.end():head.end() + end if end > 0 else len(buffer)]
+        return self._arguments.read(buffer, i + len(self.markers[0]), self._streamed is None)
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         start = skip_space(buffer, 0)
@@ -186,16 +199,30 @@ class Llama3JsonParser(ToolParser):
     markers = ("<|python_tag|>", "{")
     only_at_start = True
 
+    def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        super().__init__(tools)
+        self._arguments = _JsonArguments()
+
     @classmethod
     def render(cls, name: str, args: Any) -> str:
         return json.dumps({"name": name, "parameters": args}, ensure_ascii=False)
 
-    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+    def partial(self, buffer: str) -> tuple[str, str] | None:
+        """`{"name": "f", "parameters": ` read: the arguments streamed as written."""
+        return self._arguments.read(buffer, self._object_at(buffer), self._streamed is None)
+
+    @staticmethod
+    def _object_at(buffer: str) -> int:
+        """Where the call's object opens: after `<|python_tag|>` and a `;` between calls, and spaces."""
         i = skip_space(buffer, 0)
         if buffer.startswith("<|python_tag|>", i):
             i = skip_space(buffer, i + len("<|python_tag|>"))
         if i < len(buffer) and buffer[i] == ";":
             i = skip_space(buffer, i + 1)
+        return i
+
+    def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
+        i = self._object_at(buffer)
         if i >= len(buffer) or buffer[i] != "{":
             return None
         end = balanced_end(buffer, i)
@@ -293,6 +320,7 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "ling3": Glm45Parser,
     "granite-20b-fc": Granite20bFcParser,
     "kimi_k3": KimiK3Parser,
+    "minimax_m3": MiniMaxM3Parser,
 }
 
 

@@ -253,3 +253,14 @@ async def test_hermes_arguments_stream_as_they_are_written(harness, parallel: bo
     expected = [{"city": "Paris", "days": 3}, {"q": "x"}][:2 if parallel else 1]
     assert [json.loads(joined[i]) for i in sorted(joined)] == expected
     assert [d["finish_reason"] for ch in chunks for d in ch["choices"] if d["finish_reason"]] == ["tool_calls"]
+
+
+def test_llama3_arguments_stream_in_pieces_that_join_into_the_calls() -> None:
+    from tests.unit.frontend.conftest import folded
+
+    text = '<|python_tag|>{"name": "a", "parameters": {"x": [1, 2]}}; {"name": "b", "parameters": {}}'
+    parser = new_tool_parser("llama3_json")
+    pieces = [c for ch in text for c in parser.feed(ch).calls] + parser.finish().calls
+    assert [(c.name, c.part) for c in pieces if c.part != "more"] == [("a", "open"), ("b", "open")]
+    assert sum(c.part == "more" for c in pieces) > 5
+    assert folded(pieces) == [ParsedCall("a", '{"x": [1, 2]}'), ParsedCall("b", "{}")]

@@ -29,6 +29,7 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "<escape>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
            "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>", "<|open|>", "<|close|>", "<|sep|>"]  # fmt: skip
 O, X, P = "<|open|>", "<|close|>", "<|sep|>"  # Kimi K3's
+M = "]<]minimax[>["  # MiniMax M3's namespace
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
          "tags": {"type": "array", "items": {"type": "string"}}, "temp": {"type": ["number", "null"]},
          "where": {"type": "object", "properties": {"lat": {"type": "number"}}}}  # fmt: skip
@@ -188,6 +189,14 @@ OUTPUTS: list[tuple[str, str]] = [
                 f"type=\"number\"{P}not json{X}argument{P}{X}call{P}"),
     ("kimi_k3", f"{O}response{P}Just an answer.{X}response{P}{X}message{P}"),
     ("kimi_k3", f"{O}tools{P}{O}call index=\"1\"{P}{X}call{P}{X}tools{P}"),
+    ("minimax_m3", f"Sure.\n{M}<tool_call>\n{M}<invoke name=\"get_weather\">\n{M}<city>Paris{M}</city>\n{M}<days>3{M}</days>\n"
+                   f"{M}<tags>{M}<item>a{M}</item>{M}<item>b{M}</item>{M}</tags>\n{M}<where>{M}<lat>1.5{M}</lat>{M}</where>\n"
+                   f"{M}<hot>true{M}</hot>\n{M}</invoke>\n{M}<invoke name='search'>{M}<q>x{M}</q>{M}<q>y{M}</q>{M}</invoke>\n"
+                   f"{M}</tool_call>"),
+    ("minimax_m3", f"{M}<tool_call>{M}<invoke name=search>{M}<q>mixed {M}<a>1{M}</a> text{M}</q>{M}<temp>{M}</temp>"
+                   f"{M}<bad>unclosed{M}</invoke>{M}</tool_call>After."),
+    ("minimax_m3", f"{M}<tool_call>{M}<invoke name=\"search\">{M}<q>cut"),
+    ("minimax_m3", "No call ]<] here."),
 ]
 
 
