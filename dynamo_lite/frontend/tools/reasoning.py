@@ -305,6 +305,39 @@ class KimiK3ReasoningParser(ReasoningParser):
         return reasoning, self._unwrap.feed(content) + self._unwrap.finish()
 
 
+class MiniMaxM3ReasoningParser(ReasoningParser):
+    """MiniMax M3: `<mm:think>` ... `</mm:think>`; the output starts in it when the request's `thinking_mode` is
+    enabled (the template opens it), else the model may open it anywhere. A `</mm:think>` opening the output
+    of a request that does not think is dropped."""
+
+    START, END = "<mm:think>", "</mm:think>"
+    REENTERS = True
+    OFF_STILL_PARSES = True
+
+    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
+        super().__init__(thinking, opened)
+        self._leading = "" if thinking or opened else None  # None: what opens the output is not read yet
+
+    @staticmethod
+    def thinks(kwargs: Mapping[str, Any]) -> bool:
+        return kwargs.get("thinking_mode") == "enabled"
+
+    def feed(self, text: str) -> tuple[str, str]:
+        if self._leading is None or self._leading:
+            text, self._leading = (self._leading or "") + text, ""
+            if self.END.startswith(text):
+                self._leading = text  # may yet be the stray closer
+                return "", ""
+            text = text.removeprefix(self.END)
+        return super().feed(text)
+
+    def finish(self) -> tuple[str, str]:
+        held, self._leading = self._leading or "", ""
+        reasoning, content = super().feed(held) if held else ("", "")
+        rest = super().finish()
+        return reasoning + rest[0], content + rest[1]
+
+
 class DeepSeekV3ReasoningParser(ReasoningParser):
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
@@ -330,6 +363,7 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "olmo3": ReasoningParser,
     "ling3": Glm45ReasoningParser,
     "kimi_k3": KimiK3ReasoningParser,
+    "minimax_m3": MiniMaxM3ReasoningParser,
 }
 
 

@@ -27,7 +27,8 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "<|channel>", "<channel|>", "<|tool_call_start|>", "<|tool_call_end|>", "<tool_calls>", "</tool_calls>",
            "<|action_start|>", "<|plugin|>", "<|action_end|>", "<start_function_call>", "<end_function_call>",
            "<escape>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
-           "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>", "<|open|>", "<|close|>", "<|sep|>"]  # fmt: skip
+           "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>", "<|open|>", "<|close|>", "<|sep|>",
+           "<mm:think>", "</mm:think>"]  # fmt: skip
 O, X, P = "<|open|>", "<|close|>", "<|sep|>"  # Kimi K3's
 M = "]<]minimax[>["  # MiniMax M3's namespace
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
@@ -256,9 +257,14 @@ THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>Th
             "<|channel>thoughtful<channel|>B", "thought", "[THINK]Plan.[/THINK]The answer.", "Plan.[/THINK]Ans",
             "[THINK]Plan. \n[/THINK]Ans[THINK]more \n[/THINK]end", "[THINK]Plan.[TOOL_CALLS]x{}", "[THINK]cut",
             "<think>A \n</think>B<think>C</think>D", f"Plan.{X}think{P}{O}response{P}Ans{X}response{P}{X}message{P}",
-            f"{O}think{P}Plan.{X}think{P}Ans{X}message{P}", f"{O}response{P}Ans{X}response{P}"]  # fmt: skip
+            f"{O}think{P}Plan.{X}think{P}Ans{X}message{P}", f"{O}response{P}Ans{X}response{P}",
+            "<mm:think>Plan.</mm:think>Ans", "Plan.</mm:think>Ans", "</mm:think>Ans", "Ans <mm:think>Plan.</mm:think> more",
+            "Ans</mm:think>x"]  # fmt: skip
 KWARGS: list[dict[str, Any] | None] = [None, {"enable_thinking": False}, {"enable_thinking": True},
-                                       {"thinking": True}, {"thinking": False}, {"reasoning_effort": "none"}]  # fmt: skip
+                                       {"thinking": True}, {"thinking": False}, {"reasoning_effort": "none"},
+                                       {"thinking_mode": "enabled"}]  # fmt: skip
+
+
 def _kimi_k3() -> Any:
     from dynamo_lite.frontend.tools.reasoning import KimiK3ReasoningParser
 
@@ -267,7 +273,8 @@ def _kimi_k3() -> Any:
 
 KimiK3 = _kimi_k3()
 REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47", "seed_oss", "kimi_k2",
-             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3", "kimi_k3"]  # fmt: skip
+             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3", "kimi_k3",
+             "minimax_m3"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", REASONING)
@@ -288,6 +295,8 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
         tok.add_tokens(["Ġ</", "</", "think", ">"])
     if name == "kimi_k3":
         tok.add_tokens([O, X, P])
+    if name == "minimax_m3":
+        tok.add_tokens(["<mm:think>", "</mm:think>"])
     tok.add_special_tokens({"additional_special_tokens": ["[THINK]", "[/THINK]", "[TOOL_CALLS]"]})  # (mistral's)
     extra = {"chat_template_kwargs": kwargs} if kwargs else {}
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **extra)
@@ -296,6 +305,8 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
     for text in THOUGHTS:
         if name in ("deepseek_r1", "deepseek_v3") and text.find("<think>") > 0:
             continue  # vLLM's whole answer drops all text before a later `<think>`; no stream can take text back
+        if name == "minimax_m3" and text.find("<mm:think>") > 0 and (kwargs or {}).get("thinking_mode") == "enabled":
+            continue  # as deepseek_r1's: vLLM's whole answer makes the text before a later opening content
         if name == "olmo3" and "</think>" not in text:
             continue  # vLLM's whole answer is then content, its stream reasoning; ours is its stream
         if name == "kimi_k3" and f"{O}response{P}" in text and "think" not in text and KimiK3.thinks(kwargs or {}):
@@ -320,7 +331,7 @@ TOOL_NAMES = [None, *TOOL_PARSER_NAMES]
 
 
 @pytest.mark.parametrize("tool_parser", TOOL_NAMES)
-@pytest.mark.parametrize("reasoning_parser", [None, "deepseek_r1", "qwen3", "kimi_k2", "mimo", "kimi_k3"])
+@pytest.mark.parametrize("reasoning_parser", [None, "deepseek_r1", "qwen3", "kimi_k2", "mimo", "kimi_k3", "minimax_m3"])
 def test_special_tokens_are_kept_when_vllm_s_parsers_ask(tokenizer: Any, tool_parser: str | None,
                                                          reasoning_parser: str | None) -> None:  # fmt: skip
     """Whether the engine keeps special tokens in its text, as vLLM 0.32's composed parser's `adjust_request`
