@@ -65,10 +65,14 @@ class _JsonArguments:
         head = _HEAD.match(buffer, at)
         if head is None or not buffer.startswith("{", head.end()):
             return None
+        try:
+            name = json.loads(f'"{head.group(1)}"')
+        except ValueError:  # not a JSON string after all (a bad escape): the call comes whole, or as content
+            return None
         if fresh:
             self._end = JsonEnd()
         end = self._end.feed(buffer[head.end():])
-        return json.loads(f'"{head.group(1)}"'), buffer[head.end():head.end() + end if end > 0 else len(buffer)]
+        return name, buffer[head.end():head.end() + end if end > 0 else len(buffer)]
 
 
 class HermesParser(ToolParser):

@@ -264,3 +264,15 @@ def test_llama3_arguments_stream_in_pieces_that_join_into_the_calls() -> None:
     assert [(c.name, c.part) for c in pieces if c.part != "more"] == [("a", "open"), ("b", "open")]
     assert sum(c.part == "more" for c in pieces) > 5
     assert folded(pieces) == [ParsedCall("a", '{"x": [1, 2]}'), ParsedCall("b", "{}")]
+
+
+@pytest.mark.parametrize("name", ["hermes", "llama3_json"])
+def test_a_call_name_that_is_not_a_json_string_is_not_streamed(name: str) -> None:
+    """A bad escape in the name (model output can be anything) neither breaks the stream nor opens a call."""
+    opening = "<tool_call>" if name == "hermes" else ""
+    parser = new_tool_parser(name)
+    out = parser.feed(opening + '{"name": "a\\x", "arguments": {"q": 1')
+    assert not out.calls
+    out.add(parser.feed("}}"))
+    out.add(parser.finish())
+    assert not out.calls  # the whole call is not JSON either
