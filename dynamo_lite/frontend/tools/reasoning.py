@@ -316,24 +316,24 @@ class MiniMaxM3ReasoningParser(ReasoningParser):
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
         super().__init__(thinking, opened)
-        self._leading = "" if thinking or opened else None  # None: what opens the output is not read yet
+        self._opening: str | None = None if thinking or opened else ""  # the output so far, while it may be the closer
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
         return kwargs.get("thinking_mode") == "enabled"
 
     def feed(self, text: str) -> tuple[str, str]:
-        if self._leading is None or self._leading:
-            text, self._leading = (self._leading or "") + text, ""
-            if self.END.startswith(text):
-                self._leading = text  # may yet be the stray closer
+        if self._opening is not None:
+            text = self._opening + text
+            if self.END.startswith(text) and text != self.END:
+                self._opening = text
                 return "", ""
-            text = text.removeprefix(self.END)
+            self._opening, text = None, text.removeprefix(self.END)
         return super().feed(text)
 
     def finish(self) -> tuple[str, str]:
-        held, self._leading = self._leading or "", ""
-        reasoning, content = super().feed(held) if held else ("", "")
+        opening, self._opening = self._opening or "", None
+        reasoning, content = super().feed(opening) if opening else ("", "")
         rest = super().finish()
         return reasoning + rest[0], content + rest[1]
 

@@ -276,3 +276,11 @@ def test_a_call_name_that_is_not_a_json_string_is_not_streamed(name: str) -> Non
     out.add(parser.feed("}}"))
     out.add(parser.finish())
     assert not out.calls  # the whole call is not JSON either
+
+
+@pytest.mark.parametrize("pieces", [["", "</mm:think>Ans"], ["</mm", ":think>", "Ans"], ["</mm:think>", "Ans"]])
+def test_minimax_m3_s_stray_closer_is_dropped_however_the_output_is_cut(pieces: list[str]) -> None:
+    """An empty first piece (a token that ends no character yet) or a closer cut in two still starts the output."""
+    parser = new_reasoning_parser("minimax_m3", {})
+    got = [parser.feed(p) for p in pieces] + [parser.finish()]
+    assert ("".join(r for r, _ in got), "".join(c for _, c in got)) == ("", "Ans")
