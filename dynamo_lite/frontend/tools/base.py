@@ -211,6 +211,14 @@ def json_call(name: object, arguments: object) -> ParsedCall | None:
     return ParsedCall(name, json.dumps(arguments, ensure_ascii=False))
 
 
+def json_or_text(value: str) -> Any:
+    """`value` read as JSON, or the text itself where it is not JSON."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
 def items(args: Any) -> list[tuple[str, Any]]:
     """The arguments of a call from history, by name (none if they are not an object)."""
     return list(args.items()) if isinstance(args, dict) else []

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, items, skip_space, wrapped
+from dynamo_lite.frontend.tools.base import ParsedCall, ToolParser, items, json_or_text, skip_space, wrapped
 
 _GEMMA_QUOTE = '<|"|>'
 
@@ -153,15 +153,8 @@ class FunctionGemmaParser(ToolParser):
             return None
         body, used = (buffer[head.end():], len(buffer)) if stop < 0 else \
             (buffer[head.end():stop], stop + 1 + len(self.END))  # fmt: skip
-        return [self.call(head.group(1), {k: _json_or_text(v) for k, v in self.ARG.findall(body)})], used
+        return [self.call(head.group(1), {k: json_or_text(v) for k, v in self.ARG.findall(body)})], used
 
 
 def _escaped(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _json_or_text(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import Parsed, ParsedCall, ToolParser, items, partial_marker, wrapped
+from dynamo_lite.frontend.tools.base import Parsed, ParsedCall, ToolParser, items, json_or_text, partial_marker, wrapped
 
 WRAPPERS = ("<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>")
 _CALL = re.compile(r"<\|open\|>call (?P<attrs>(?:(?!<\|sep\|>).)*?)<\|sep\|>(?P<body>.*?)<\|close\|>call<\|sep\|>",
@@ -85,7 +85,8 @@ class KimiK3Parser(ToolParser):
             args = {}
             for argument in _ARGUMENT.finditer(call["body"]):
                 attrs = _attrs(argument["attrs"])
-                args[attrs.get("key", "")] = _typed(argument["value"], attrs.get("type", "string"))
+                value = argument["value"]  # a type other than string is JSON
+                args[attrs.get("key", "")] = value if attrs.get("type", "string") == "string" else json_or_text(value)
             if name:
                 calls.append(ParsedCall(name, json.dumps(args, ensure_ascii=False)))
         return calls, piece[1]  # a section without calls is dropped too, as vLLM drops it
@@ -93,12 +94,3 @@ class KimiK3Parser(ToolParser):
 
 def _attrs(text: str) -> dict[str, str]:
     return {k: v.replace("&quot;", '"').replace("&amp;", "&") for k, v in _ATTR.findall(text)}
-
-
-def _typed(value: str, kind: str) -> Any:
-    if kind == "string":
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
