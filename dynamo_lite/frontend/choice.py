@@ -21,6 +21,7 @@ from dynamo_lite.frontend.harmony import HarmonyReader
 from dynamo_lite.frontend.logprobs import CompletionLogprobs, chat_content
 from dynamo_lite.frontend.request import Outcome, Piece
 from dynamo_lite.frontend.tools import ParsedCall, ToolParser, new_reasoning_parser, new_tool_parser
+from dynamo_lite.frontend.tools.reasoning import TokenMarks
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class ChatOptions:
     reasoning_open: bool = False  # the prompt leaves the reasoning open (the output starts inside it)
     drop_special: re.Pattern[str] | None = None  # special tokens' text that vLLM's parser engine drops
     harmony: bool = False  # a gpt-oss answer: its tokens read as Harmony messages (harmony.py), not its text
+    reasoning_marks: TokenMarks = TokenMarks()  # the model's ids the reasoning count reads
 
 
 def _tool_call(index: int, name: str, arguments: str) -> dict[str, Any]:
@@ -60,6 +62,7 @@ class ChatChoice:
                                      and opts.tool_parser is not None) if opts.harmony else None  # fmt: skip
         self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
             if opts.reasoning_parser and not opts.harmony else None
+        self._counted = self.reasoner.counter(opts.reasoning_marks) if self.reasoner else None
         self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
             if opts.tool_mode == "auto" and opts.tool_parser and not opts.harmony else None
         self.content: list[str] = []
@@ -79,10 +82,23 @@ class ChatChoice:
             reasoning, content, calls = self.harmony.feed(piece.token_ids or ())
         else:
             text = piece.text if self.opts.drop_special is None else self.opts.drop_special.sub("", piece.text)
-            reasoning, content = self.reasoner.feed(text) if self.reasoner else ("", text)
+            if self.reasoner is not None and self._counted is not None:
+                before = self.reasoner.reasoning_now
+                reasoning, content = self.reasoner.feed(text)
+                share = len(reasoning) / (len(reasoning) + len(content)) if reasoning or content else 1.0
+                self._counted.add(piece.token_ids or (), before, self.reasoner.reasoning_now, share)
+            else:
+                reasoning, content = "", text
         if self._echo:  # the continued assistant message comes first, as part of the answer
             content, self._echo = self._echo + content, ""
         return self._emit(reasoning, content, piece, None, found=calls)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """The output tokens read so far that are reasoning, as vLLM counts them (0 without a reasoning parser)."""
+        if self.harmony is not None:
+            return self.harmony.reasoning_tokens
+        return self._counted.count if self._counted is not None else 0
 
     def echo_delta(self) -> dict[str, Any] | None:
         """The stream choice of chat echo, sent after the role (as vLLM sends it): the continued message."""
@@ -121,6 +137,8 @@ class ChatChoice:
             reasoning, content, calls = self.harmony.finish()
         else:
             reasoning, content = self.reasoner.finish() if self.reasoner else ("", "")
+            if self._counted is not None:
+                self._counted.finish()
         choice = self._emit(reasoning, content, None, outcome, final=True, found=calls)
         assert choice is not None
         return choice

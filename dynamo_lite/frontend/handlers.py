@@ -249,7 +249,7 @@ async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompl
     return Plan(shape, reqs, list(plan.chat_choices(body, opts, tokenizer)), [0] * len(reqs), bool(body.stream),
                 body.continuous_usage, prompt_logprobs_k=prompt_k,
                 chat_prompt_ids=bool(body.return_token_ids), prompt_text=text if body.return_prompt_text else None,
-                token_text=plan.token_texts(body, tokenizer),
+                token_text=plan.token_texts(body, tokenizer), reasoning_details=spec.reasoning_parser is not None,
                 header={"X-Request-Id": rid[len(id_prefix):]})  # fmt: skip
 
 

@@ -183,6 +183,7 @@ class HarmonyReader:
         self._done = 0  # messages completed and handled
         self._said: dict[str, int] = {}  # the last message each kind ("reasoning", "content") had text from
         self._open: list[int] = []  # tokens of the message not completed yet (for an answer cut inside it)
+        self.reasoning_tokens = 0  # as vLLM counts them: in `analysis`, or to a recipient in `commentary` (calls)
 
     def feed(self, token_ids: Sequence[int]) -> tuple[str, str, list[ParsedCall]]:
         from openai_harmony import HarmonyError
@@ -195,7 +196,11 @@ class HarmonyReader:
             except HarmonyError:
                 continue  # as vLLM: a token the parser refuses is skipped
             self._open.append(token)
-            kind = self._kind(self._parser.current_channel, _recipient(self._parser.current_recipient))
+            channel, recipient = self._parser.current_channel, _recipient(self._parser.current_recipient)
+            if (channel == "analysis" or (channel == "commentary" and recipient is not None)) and \
+                    not encoding().is_special_token(token):  # fmt: skip
+                self.reasoning_tokens += 1
+            kind = self._kind(channel, recipient)
             if kind in out and self._parser.last_content_delta:
                 out[kind] += self._text(kind, self._parser.last_content_delta)
             calls += self._completed()

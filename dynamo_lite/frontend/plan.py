@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dynamo_lite.config import ModelSpec
@@ -19,7 +19,7 @@ from dynamo_lite.frontend.request import GenerationRequest, PromptTooLong, Reque
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.tools.formats import PARSERS
-from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS
+from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS, TokenMarks
 from dynamo_lite.protocol import RequestId
 
 
@@ -154,6 +154,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),
         role=role, logprobs_listed=body.logprobs_listed,
         beam_search=body.use_beam_search,
+        reasoning_marks=reasoning_marks(tok, spec.reasoning_parser) if tok and spec.reasoning_parser else TokenMarks(),
     )  # fmt: skip
 
 
@@ -168,6 +169,18 @@ def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) 
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         return_token_ids=bool(body.return_token_ids), logprobs_listed=body.logprobs_listed,
     )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def reasoning_marks(tok: ModelTokenizer, parser: str) -> TokenMarks:
+    """The model's ids the reasoning count reads (`ReasoningTokens`): its special tokens, its reasoning family's
+    tags that are one token each, and the tags the count walks, as tokens. Once per model and parser."""
+    kind = REASONING_PARSERS[parser]
+    def ids(tags: Iterable[str]) -> frozenset[int]:
+        return frozenset(i for tag in tags if (i := tok.vocab_id(tag)) is not None)
+
+    return TokenMarks(tok.special_ids, ids(kind.tags()), ids((kind.START,)), ids((kind.END, *kind.ENDS_AT)),
+                      tuple(tuple(tok.encode_text(tag)) for tag in kind.count_tags()))  # fmt: skip
 
 
 def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:

@@ -58,6 +58,7 @@ class Plan:
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     header: dict[str, str] = field(default_factory=dict)
     reshape: Reshape | None = None  # another API's answer, from its one chat choice
+    reasoning_details: bool = False  # usage counts the reasoning tokens (the model has a reasoning parser)
 
     def usage(self) -> dict[str, Any]:
         prompts = {p: len(self.requests[i].prompt_ids) for i, p in enumerate(self.prompt_of)}
@@ -67,7 +68,14 @@ class Plan:
         known = None if None in cached.values() else sum(n for n in cached.values() if n is not None)
         done = 0 if self.drop_output and not self.dropped_counted else \
             sum(o.completion_tokens for o in self.outcomes.values())
-        return usage_body(sum(prompts.values()), done, known)
+        return usage_body(sum(prompts.values()), done, known, self.reasoning_tokens())
+
+    def reasoning_tokens(self, index: int | None = None) -> int | None:
+        """The reasoning tokens of one choice, or of all (None: not counted)."""
+        if not self.reasoning_details:
+            return None
+        choices = self.choices if index is None else [self.choices[index]]
+        return sum(c.reasoning_tokens for c in choices if isinstance(c, ChatChoice))
 
 
 async def serve(request: web.Request, plan: Plan, flows: list[AsyncIterator[Piece | Outcome]]) -> web.StreamResponse:
@@ -163,7 +171,7 @@ async def _stream(request: web.Request, plan: Plan,
                 usage = None
                 if plan.continuous_usage:
                     prompt = len(plan.requests[index].prompt_ids)
-                    usage = usage_body(prompt, generated[index])
+                    usage = usage_body(prompt, generated[index], reasoning_tokens=plan.reasoning_tokens(index))
                 await response.write(shape.frame(body, usage))
             event = await anext(events, None)
         if shape.include_usage:
@@ -186,7 +194,9 @@ async def _stream(request: web.Request, plan: Plan,
 def _chat_opening(plan: Plan) -> bytes:
     """A chat stream's first chunks, as vLLM sends them: each choice's role, then each one's echo (if any)."""
     chats = [c for c in plan.choices if isinstance(c, ChatChoice)]
-    usage = [usage_body(len(r.prompt_ids), 0) if plan.continuous_usage else None for r in plan.requests]
+    zero = 0 if plan.reasoning_details else None
+    usage = [usage_body(len(r.prompt_ids), 0, reasoning_tokens=zero) if plan.continuous_usage else None
+             for r in plan.requests]  # fmt: skip
     roles = [plan.shape.role_chunk(i, usage[i], r.prompt_ids if plan.chat_prompt_ids else None, chats[i].opts.role,
                                    plan.prompt_text) for i, r in enumerate(plan.requests)]  # fmt: skip
     echoes = [plan.shape.frame(echo, usage[i]) for i, c in enumerate(chats) if (echo := c.echo_delta()) is not None]

@@ -61,13 +61,14 @@ def _or(value: Any, default: float) -> Any:
 
 
 def usage_of(chat_usage: dict[str, Any]) -> dict[str, Any]:
-    """A chat usage body as the Responses API counts it (reasoning tokens are not counted apart)."""
+    """A chat usage body as the Responses API counts it."""
     cached = chat_usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    reasoning = chat_usage.get("completion_tokens_details", {}).get("reasoning_tokens", 0)
     return {"input_tokens": chat_usage["prompt_tokens"],
             "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0, "input_tokens_per_turn": [],
                                      "cached_tokens_per_turn": []},
             "output_tokens": chat_usage["completion_tokens"],
-            "output_tokens_details": {"reasoning_tokens": 0, "tool_output_tokens": 0, "output_tokens_per_turn": [],
+            "output_tokens_details": {"reasoning_tokens": reasoning, "tool_output_tokens": 0, "output_tokens_per_turn": [],
                                       "tool_output_tokens_per_turn": []},
             "total_tokens": chat_usage["total_tokens"]}  # fmt: skip
 

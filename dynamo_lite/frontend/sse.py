@@ -22,11 +22,15 @@ def sse(event: dict[str, Any]) -> bytes:
     return b"data: " + _encode(event) + b"\n\n"
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
+def usage_body(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None,
+               reasoning_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """`reasoning_tokens`: None, unless the model has a reasoning parser (as vLLM reports them then)."""
     body: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                             "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
     if cached_tokens is not None:
         body["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens is not None:
+        body["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return body
 
 

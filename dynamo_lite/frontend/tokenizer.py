@@ -54,6 +54,8 @@ class ModelTokenizer:
         self.renders_developer = '"developer"' in source or "'developer'" in source
         self.eos_token_id: int | None = self._tok.eos_token_id
         self.special_tokens: tuple[str, ...] = tuple(str(t) for t in self._tok.all_special_tokens)
+        self.special_ids: frozenset[int] = frozenset(self._tok.all_special_ids) | frozenset(
+            i for i, t in self._tok.added_tokens_decoder.items() if t.special)  # fmt: skip
         self.vocab_size = len(self._tok)
         self._rust = _rust_encoder(self._tok)
         # gpt-oss: vLLM writes its prompts in Harmony, not with its chat template (harmony.py)
@@ -104,6 +106,11 @@ class ModelTokenizer:
     def token_strs(self, ids: list[int]) -> list[str]:
         """Each id's token as the tokenizer writes it (`Ġthe`), as vLLM's /tokenize returns them."""
         return [str(t) for t in self._tok.convert_ids_to_tokens(ids)]
+
+    def vocab_id(self, token: str) -> int | None:
+        """The id of a token of the vocabulary, written as the vocabulary writes it (None: not one token)."""
+        found = self._tok.convert_tokens_to_ids(token)
+        return found if isinstance(found, int) and found != self._tok.unk_token_id else None
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019 - one tokenizer per served model, for its lifetime
     def token_text(self, token_id: int) -> str:

@@ -130,6 +130,35 @@ def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path)
 
 
 
+def test_aiperf_reads_the_reasoning_tokens(url: str, tiny_model: Path, tmp_path: Path) -> None:
+    """A thinking request to a model with a reasoning parser (qwen3): aiperf reads usage's
+    completion_tokens_details.reasoning_tokens, as from vLLM. The count is the frontend's own answer to the same
+    streamed request. (The mock writes `</think>` as tokens of its own, not as the model's one tag token, and sends
+    the answer in one piece at its speed: the count is then the reasoning's share of the piece's text.)"""
+    import httpx
+
+    thinking = {**script("Plan it first.</think>Sunny."), "chat_template_kwargs": {"enable_thinking": True}}
+    body = {"model": "a", "messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 40, **thinking,
+            "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    lines = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60).text.splitlines()
+    usage = json.loads([line for line in lines if line.startswith("data: {")][-1][6:])["usage"]
+    reasoning = usage["completion_tokens_details"]["reasoning_tokens"]
+    assert 0 < reasoning < usage["completion_tokens"]
+    run = subprocess.run(
+        [str(AIPERF), "profile", "--model", "a", "--url", url, "--endpoint-type", "chat", "--streaming",
+         "--tokenizer", str(tiny_model), "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "40",
+         "--extra-inputs", json.dumps(thinking), "--request-count", "4", "--concurrency", "2",
+         "--output-artifact-dir", str(tmp_path / "art"), "--ui-type", "none"],
+        capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / "art" / "profile_export.jsonl").read_text().splitlines()]
+    assert len(records) == 4
+    for r in records:
+        metrics = r["metrics"]
+        assert metrics["usage_reasoning_tokens"]["value"] == reasoning, metrics
+        assert metrics["usage_completion_tokens"]["value"] == usage["completion_tokens"], metrics
+
+
 def test_aiperf_replays_a_mooncake_trace(url: str, tiny_model: Path, tmp_path: Path) -> None:
     """aiperf replays a Mooncake trace as the arena's `--client aiperf` has it do (benchmarks/aiperf_client.py):
     12 requests, so that aiperf decodes its prompts in worker processes, which find the tokenizer only in a

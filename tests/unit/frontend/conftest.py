@@ -138,11 +138,12 @@ MakeHarness = Callable[..., "AsyncIterator[Harness]"]
 
 @pytest.fixture
 async def harness(tokenizer: ModelTokenizer) -> AsyncIterator[Callable[..., object]]:
-    """`await harness(model=m_fields, **frontend_spec_fields)` -> a started Harness (models m: 256 tokens, agg)."""
+    """`await harness(model=m_fields, **frontend_spec_fields)` -> a started Harness (models m: 256 tokens, agg);
+    `tok`: m's tokenizer, if not the tiny one."""
     clients: list[TestClient] = []
 
     async def make(api_keys: frozenset[str] = frozenset(), model: dict[str, Any] | None = None,
-                   **frontend: object) -> Harness:  # fmt: skip
+                   tok: ModelTokenizer | None = None, **frontend: object) -> Harness:  # fmt: skip
         engines, submitter = FakeEngines(), FakeSubmitter()
         models = (ModelSpec(**{"name": "m", "path": "x", "max_model_len": 256, **(model or {})}),
                   ModelSpec(name="agg", path="x"))
@@ -155,7 +156,7 @@ async def harness(tokenizer: ModelTokenizer) -> AsyncIterator[Callable[..., obje
             yield
             state.flow = None
 
-        app = build_app(config, {"m": tokenizer, "agg": tokenizer}, connections=fake_connections,
+        app = build_app(config, {"m": tok or tokenizer, "agg": tokenizer}, connections=fake_connections,
                         api_keys=api_keys)
         client = TestClient(TestServer(app, handler_cancellation=True))
         await client.start_server()

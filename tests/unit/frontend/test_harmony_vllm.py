@@ -86,7 +86,8 @@ OUTPUTS = [
 ]
 
 
-def vllm_answer(text: str, reasons: bool, calls: bool) -> tuple[str, str, list[tuple[str, Any]]]:
+def vllm_answer(text: str, reasons: bool, calls: bool) -> tuple[str, str, list[tuple[str, Any]], int]:
+    """Reasoning, content, calls and the reasoning tokens counted, as vLLM's HarmonyParser reads a whole answer."""
     from vllm.parser.harmony import HarmonyParser
     from vllm.reasoning.gptoss_reasoning_parser import GptOssReasoningParser
     from vllm.tool_parsers.gptoss_tool_parser import GptOssToolParser
@@ -105,7 +106,8 @@ def vllm_answer(text: str, reasons: bool, calls: bool) -> tuple[str, str, list[t
     request = VllmChat(model="m", messages=[{"role": "user", "content": "hi"}])
     ids = harmony.encoding().encode(text, allowed_special="all")
     reasoning, content, found = parser.parse(text, request, True, ids)
-    return reasoning or "", content or "", [(c.name, _loaded(c.arguments)) for c in found or ()]
+    return reasoning or "", content or "", [(c.name, _loaded(c.arguments)) for c in found or ()], \
+        parser.count_reasoning_tokens(ids)
 
 
 def _loaded(arguments: str) -> Any:
@@ -118,6 +120,7 @@ def _loaded(arguments: str) -> Any:
 @pytest.mark.parametrize("text", OUTPUTS, ids=range(len(OUTPUTS)))
 @pytest.mark.parametrize(("reasons", "calls"), [(True, True), (False, True), (True, False)])
 def test_the_same_answer_as_vllm_s_harmony_parser(text: str, reasons: bool, calls: bool) -> None:
+    """... and the same count of reasoning tokens (`usage.completion_tokens_details`)."""
     expected = vllm_answer(text, reasons, calls)
     ids = harmony.encoding().encode(text, allowed_special="all")
     for size in (len(ids), 1, 3):
@@ -126,7 +129,8 @@ def test_the_same_answer_as_vllm_s_harmony_parser(text: str, reasons: bool, call
         for piece in [*(ids[i:i + size] for i in range(0, len(ids), size)), None]:
             r, c, f = reader.feed(piece) if piece is not None else reader.finish()
             reasoning, content, found = reasoning + r, content + c, found + f
-        assert (reasoning, content, [(f.name, _loaded(f.arguments)) for f in found]) == expected, size
+        got = (reasoning, content, [(f.name, _loaded(f.arguments)) for f in found], reader.reasoning_tokens)
+        assert got == expected, size
 
 
 def _tool(name: str, strict: bool | None = None) -> dict[str, Any]:
