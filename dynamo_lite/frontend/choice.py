@@ -21,7 +21,7 @@ from dynamo_lite.frontend.harmony import HarmonyReader
 from dynamo_lite.frontend.logprobs import CompletionLogprobs, chat_content
 from dynamo_lite.frontend.request import Outcome, Piece
 from dynamo_lite.frontend.tools import ParsedCall, ToolParser, new_reasoning_parser, new_tool_parser
-from dynamo_lite.frontend.tools.reasoning import TokenMarks
+from dynamo_lite.frontend.tools.reasoning_count import TokenMarks, counter_of
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class ChatChoice:
                                      and opts.tool_parser is not None) if opts.harmony else None  # fmt: skip
         self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
             if opts.reasoning_parser and not opts.harmony else None
-        self._counted = self.reasoner.counter(opts.reasoning_marks) if self.reasoner else None
+        self._counted = counter_of(self.reasoner, opts.reasoning_marks) if self.reasoner else None
         self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
             if opts.tool_mode == "auto" and opts.tool_parser and not opts.harmony else None
         self.content: list[str] = []

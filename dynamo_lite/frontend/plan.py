@@ -19,7 +19,8 @@ from dynamo_lite.frontend.request import GenerationRequest, PromptTooLong, Reque
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.tools.formats import PARSERS
-from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS, TokenMarks
+from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS
+from dynamo_lite.frontend.tools.reasoning_count import TokenMarks, count_tags
 from dynamo_lite.protocol import RequestId
 
 
@@ -180,7 +181,7 @@ def reasoning_marks(tok: ModelTokenizer, parser: str) -> TokenMarks:
         return frozenset(i for tag in tags if (i := tok.vocab_id(tag)) is not None)
 
     return TokenMarks(tok.special_ids, ids(kind.tags()), ids((kind.START,)), ids((kind.END, *kind.ENDS_AT)),
-                      tuple(tuple(tok.encode_text(tag)) for tag in kind.count_tags()))  # fmt: skip
+                      tuple(tuple(tok.encode_text(tag)) for tag in count_tags(kind)))  # fmt: skip
 
 
 def keeps_special_tokens(body: ChatCompletionRequest, spec: ModelSpec) -> bool:

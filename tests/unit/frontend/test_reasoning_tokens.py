@@ -6,7 +6,6 @@ the whole answer's usage, the stream's last usage and its continuous usage per c
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
