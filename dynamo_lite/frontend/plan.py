@@ -19,7 +19,7 @@ from dynamo_lite.frontend.request import GenerationRequest, PromptTooLong, Reque
 from dynamo_lite.frontend.schemas import ChatCompletionRequest, CompletionRequest, OpenAiRequest
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from dynamo_lite.frontend.tools.formats import PARSERS
-from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS
+from dynamo_lite.frontend.tools.reasoning_own import REASONING_PARSERS
 from dynamo_lite.frontend.tools.reasoning_count import TokenMarks, count_tags
 from dynamo_lite.protocol import RequestId
 

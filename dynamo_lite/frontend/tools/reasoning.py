@@ -15,6 +15,12 @@ A thinking model's template opens `<think>` in the prompt, so the output is reas
 - mistral: `[THINK]` ... `[/THINK]`, wherever the model opens it.
 - kimi_k3: `<|open|>think<|sep|>` ... `<|close|>think<|sep|>` unless `thinking` (else `enable_thinking`) is false;
   its content is the response channel's text.
+- holo2: as deepseek_v3, thinking when neither `thinking` nor `enable_thinking` is given.
+- step3: always; up to the first `</think>`, a `<think>` being text.
+- minimax_m2_append_think: never; the content starts with the `<think>` the prompt opened.
+
+gemma4, kimi_k3, minimax_m3, step3 and minimax_m2_append_think are in reasoning_own.py, with the table of all
+(`REASONING_PARSERS`).
 
 Not thinking, all of the output is content, tags and all (deepseek_v4: a `<think>` there still opens
 reasoning). The families vLLM parses with its parser engine (all but deepseek_r1, olmo3 and deepseek_v3) run one
@@ -30,7 +36,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynamo_lite.frontend.tools.base import partial_marker
-from dynamo_lite.frontend.tools.kimi_k3 import Unwrapper
 
 
 class ReasoningParser:
@@ -47,10 +52,10 @@ class ReasoningParser:
     STRIP = False  # the white space that ends all of the reasoning is dropped
     OFF_STILL_PARSES = False  # not thinking, the output is still parsed (from content), not passed as it is
     KEEPS_SPECIAL = False  # vLLM's parser asks the engine to keep special tokens, off its parser engine too
-    COUNT = "between"  # how vLLM counts the reasoning tokens (reasoning_count.py): between, read, kimi_k3, none
+    COUNT = "between"  # how vLLM counts the reasoning tokens (reasoning_count.py): between, read, until, kimi_k3, none
     COUNT_INSIDE = False  # thinking, the count starts inside the reasoning ("between", "kimi_k3")
     COUNT_ONLY_THINKING = False  # not thinking, vLLM counts none
-    COUNT_MORE: tuple[str, ...] = ()  # the tags the count walks after START and END (kimi_k3's)
+    COUNT_TAGS: tuple[str, ...] = ()  # the tags the count walks, if not (START, END)
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
         """`opened`: the prompt left the reasoning open (`opened_by`), so the output starts in it."""
@@ -147,17 +152,17 @@ class ReasoningParser:
         return body
 
 
-class _Engine(ReasoningParser):
+class EngineReasoningParser(ReasoningParser):
     COUNT = "read"
     ENGINE = True
     STRIP = True
 
 
-class MiniMaxM2ReasoningParser(_Engine):
+class MiniMaxM2ReasoningParser(EngineReasoningParser):
     ENDS_AT, TAGS = ("<minimax:tool_call>",), ("</minimax:tool_call>",)
 
 
-class Qwen3ReasoningParser(_Engine):
+class Qwen3ReasoningParser(EngineReasoningParser):
     ENDS_AT, TAGS = ("<tool_call>",), ("</tool_call>",)
     STRIP = False
 
@@ -183,7 +188,7 @@ class SeedOssReasoningParser(Qwen3ReasoningParser):
     ENDS_AT, TAGS = ("<seed:tool_call>",), ("</seed:tool_call>",)
 
 
-class _Switched(_Engine):
+class _Switched(EngineReasoningParser):
     """Thinking unless `thinking` / `enable_thinking` say no (neither true)."""
 
     @staticmethod
@@ -222,7 +227,7 @@ class DeepSeekV41ReasoningParser(DeepSeekV4ReasoningParser):
     ENDS_AT, TAGS = ("<｜DSML｜ calls>",), ("</｜DSML｜ calls>",)
 
 
-class MistralReasoningParser(_Engine):
+class MistralReasoningParser(EngineReasoningParser):
     """Magistral: `[THINK]` ... `[/THINK]` wherever the model opens it (from content, whatever the kwargs), as
     vLLM reads a vocabulary that has `[THINK]`."""
 
@@ -234,125 +239,6 @@ class MistralReasoningParser(_Engine):
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
         return False  # it opens its reasoning itself
-
-
-class Gemma4ReasoningParser(_Engine):
-    """Gemma 4: `<|channel>thought\n` ... `<channel|>`, from content whatever the kwargs; the `thought` label is
-    dropped. As vLLM's, the output begins in reasoning when the prompt leaves a channel open (`opened_by`), or
-    when its first piece starts with the label or closes a channel it never opened."""
-
-    START, END = "<|channel>", "<channel|>"
-    ENDS_AT, TAGS = ("<|tool_call>",), ("<tool_call|>", '<|"|>')
-    REENTERS = True
-    OFF_STILL_PARSES = True
-    LABEL = "thought\n"
-    BOUNDARIES = ("<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>")
-
-    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
-        super().__init__(thinking=False, opened=opened)  # from content, whatever the kwargs say
-        self._first: str | None = None if opened else ""  # the first piece while it may be the label; None: decided
-        self._label: str | None = ""  # the first reasoning, while it may be the label; None once decided
-
-    @classmethod
-    def opened_by(cls, prompt: str) -> bool:
-        """A `<|channel>` after the last closing, tool call or turn (the template continues a thought after a
-        tool's answer), as vLLM reads the prompt's tokens."""
-        return prompt.rfind(cls.START) > max(prompt.rfind(b) for b in cls.BOUNDARIES)
-
-    def feed(self, text: str) -> tuple[str, str]:
-        if self._first is not None:
-            text = self._first + text
-            if self.LABEL.startswith(text) and text != self.LABEL:
-                self._first = text
-                return "", ""
-            self._first = None
-            if text.startswith(self.LABEL) or (self.END in text and self.START not in text):
-                text = self.START + text
-        reasoning, content = super().feed(text)
-        return self._unlabel(reasoning, ended=self._state != "reasoning"), content
-
-    @property
-    def reasoning_now(self) -> bool | None:
-        return None if self._first is not None else super().reasoning_now
-
-    def finish(self) -> tuple[str, str]:
-        if self._first:  # the whole output is a piece of the label
-            first, self._first = self._first, None
-            return ("", "") if first == self.LABEL.rstrip() else ("", first)
-        reasoning, content = super().finish()
-        return self._unlabel(reasoning, ended=True), content
-
-    def _unlabel(self, reasoning: str, ended: bool) -> str:
-        if self._label is None:
-            return reasoning
-        text = self._label + reasoning
-        if not text or (not ended and self.LABEL.startswith(text)):
-            self._label = text
-            return ""
-        self._label = None
-        if text.startswith(self.LABEL):
-            return text[len(self.LABEL):]
-        return "" if ended and text == self.LABEL.rstrip() else text
-
-
-class KimiK3ReasoningParser(ReasoningParser):
-    """Kimi K3: `<|open|>think<|sep|>` ... `<|close|>think<|sep|>` (as deepseek_r1's machine), unless `thinking` (or
-    else `enable_thinking`) is false; the content is the response channel's text, without its markers."""
-
-    START, END = "<|open|>think<|sep|>", "<|close|>think<|sep|>"
-    COUNT, COUNT_INSIDE, COUNT_ONLY_THINKING, COUNT_MORE = "kimi_k3", True, True, ("<|open|>response<|sep|>",)
-    KEEPS_SPECIAL = True
-
-    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
-        super().__init__(thinking, opened)
-        self._unwrap = Unwrapper()
-
-    @staticmethod
-    def thinks(kwargs: Mapping[str, Any]) -> bool:
-        thinking = kwargs.get("thinking")
-        return bool(kwargs.get("enable_thinking", True) if thinking is None else thinking)
-
-    def feed(self, text: str) -> tuple[str, str]:
-        reasoning, content = super().feed(text)
-        return reasoning, self._unwrap.feed(content)
-
-    def finish(self) -> tuple[str, str]:
-        reasoning, content = super().finish()
-        return reasoning, self._unwrap.feed(content) + self._unwrap.finish()
-
-
-class MiniMaxM3ReasoningParser(ReasoningParser):
-    """MiniMax M3: `<mm:think>` ... `</mm:think>`; the output starts in it when the request's `thinking_mode` is
-    enabled (the template opens it), else the model may open it anywhere. A `</mm:think>` opening the output
-    of a request that does not think is dropped."""
-
-    START, END = "<mm:think>", "</mm:think>"
-    COUNT_INSIDE = True
-    REENTERS = True
-    OFF_STILL_PARSES = True
-
-    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
-        super().__init__(thinking, opened)
-        self._opening: str | None = None if thinking or opened else ""  # the output so far, while it may be the closer
-
-    @staticmethod
-    def thinks(kwargs: Mapping[str, Any]) -> bool:
-        return kwargs.get("thinking_mode") == "enabled"
-
-    def feed(self, text: str) -> tuple[str, str]:
-        if self._opening is not None:
-            text = self._opening + text
-            if self.END.startswith(text) and text != self.END:
-                self._opening = text
-                return "", ""
-            self._opening, text = None, text.removeprefix(self.END)
-        return super().feed(text)
-
-    def finish(self) -> tuple[str, str]:
-        opening, self._opening = self._opening or "", None
-        reasoning, content = super().feed(opening) if opening else ("", "")
-        rest = super().finish()
-        return reasoning + rest[0], content + rest[1]
 
 
 class Olmo3ReasoningParser(ReasoningParser):
@@ -367,32 +253,10 @@ class DeepSeekV3ReasoningParser(ReasoningParser):
         return bool(kwargs.get("thinking")) or bool(kwargs.get("enable_thinking"))
 
 
-REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-parser names
-    "deepseek_r1": ReasoningParser,
-    "minimax_m2": MiniMaxM2ReasoningParser,
-    "qwen3": Qwen3ReasoningParser,
-    "nemotron_v3": NemotronV3ReasoningParser,
-    "step3p5": Step3p5ReasoningParser,
-    "glm45": Glm45ReasoningParser,
-    "glm47": Glm45ReasoningParser,
-    "seed_oss": SeedOssReasoningParser,
-    "kimi_k2": KimiK2ReasoningParser,
-    "deepseek_v3": DeepSeekV3ReasoningParser,
-    "deepseek_v4": DeepSeekV4ReasoningParser,
-    "deepseek_v41": DeepSeekV41ReasoningParser,
-    "gemma4": Gemma4ReasoningParser,
-    "mistral": MistralReasoningParser,
-    "mimo": Qwen3ReasoningParser,
-    "olmo3": Olmo3ReasoningParser,
-    "ling3": Glm45ReasoningParser,
-    "kimi_k3": KimiK3ReasoningParser,
-    "minimax_m3": MiniMaxM3ReasoningParser,
-}
+class Holo2ReasoningParser(DeepSeekV3ReasoningParser):
+    """deepseek_v3's, thinking unless `thinking` and `enable_thinking` are both unset or false (both unset: thinking)."""
 
-
-def new_reasoning_parser(name: str, chat_template_kwargs: Mapping[str, Any] | None = None,
-                         opened: bool = False) -> ReasoningParser:  # fmt: skip
-    """A fresh parser (one per choice of a request), thinking or not as the request's kwargs say; `opened`: the
-    prompt left the reasoning open (`opened_by`)."""
-    kind = REASONING_PARSERS[name]
-    return kind(kind.thinks(chat_template_kwargs or {}), opened)
+    @staticmethod
+    def thinks(kwargs: Mapping[str, Any]) -> bool:
+        said = [kwargs.get(k) for k in ("thinking", "enable_thinking")]
+        return any(said) if said != [None, None] else True

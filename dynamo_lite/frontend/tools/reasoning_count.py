@@ -35,9 +35,10 @@ class ReasoningTokens:
       closing tags (`COUNT_TAGS`, token sequences), nested. The depth starts at 1 only where vLLM's parser starts
       it there (minimax_m3 with `thinking_mode` enabled): R1's template opens `<think>` in the prompt, and vLLM
       counts none of an output that does not open it again.
+    - "until" (step3): each token before the first closing tag (all of them without one).
     - "kimi_k3": as "between" without nesting, starting inside, and a response channel opened before any thinking
       one also ends it.
-    - "none" (olmo3; deepseek_v3 and kimi_k3 when not thinking): none.
+    - "none" (olmo3, minimax_m2_append_think; deepseek_v3 and kimi_k3 when not thinking): none.
 
     `add` takes each piece's ids and whether the output was in reasoning before and after it (None: not known)."""
 
@@ -102,7 +103,9 @@ class ReasoningTokens:
         del held[:i]
 
     def _tag(self, tag: int) -> None:
-        if self.rule == "kimi_k3":  # open, close, response (a close while no thinking channel was opened)
+        if self.rule == "until":  # the end: no more reasoning
+            self._depth = 0
+        elif self.rule == "kimi_k3":  # open, close, response (a close while no thinking channel was opened)
             if tag == 0:
                 self._depth, self._opened = 1, True
             elif tag == 1 or not self._opened:
@@ -121,4 +124,4 @@ def counter_of(parser: ReasoningParser, marks: TokenMarks) -> ReasoningTokens:
 
 def count_tags(kind: type[ReasoningParser]) -> tuple[str, ...]:
     """The tags the "between" and "kimi_k3" counts walk, in the order they try them."""
-    return (kind.START, kind.END, *kind.COUNT_MORE)
+    return kind.COUNT_TAGS or (kind.START, kind.END)

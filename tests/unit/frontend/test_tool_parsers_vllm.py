@@ -15,7 +15,7 @@ import vllm.reasoning as vllm_reasoning  # vLLM's parsers are the reference (ins
 import vllm.tool_parsers as vllm_tools
 
 from dynamo_lite.frontend.tools import TOOL_PARSER_NAMES, Parsed, new_reasoning_parser, new_tool_parser
-from dynamo_lite.frontend.tools.reasoning import KimiK3ReasoningParser
+from dynamo_lite.frontend.tools.reasoning_own import KimiK3ReasoningParser
 from tests.unit.frontend.conftest import folded
 from tests.unit.frontend.parser_outputs import MARKERS, OUTPUTS, PROPS, THOUGHTS, TOOLS, O, P, X
 
@@ -72,7 +72,7 @@ KWARGS: list[dict[str, Any] | None] = [None, {"enable_thinking": False}, {"enabl
 
 REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47", "seed_oss", "kimi_k2",
              "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3", "kimi_k3",
-             "minimax_m3"]  # fmt: skip
+             "minimax_m3", "step3", "minimax_m2_append_think", "holo2"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", REASONING)
@@ -101,7 +101,7 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
     drop = plan.dropped_specials(ModelSpec(name="m", path="x", reasoning_parser=name), kwargs or {}, False,
                                  tuple(tok.all_special_tokens))  # fmt: skip
     for text in THOUGHTS:
-        if name in ("deepseek_r1", "deepseek_v3") and text.find("<think>") > 0:
+        if name in ("deepseek_r1", "deepseek_v3", "holo2") and text.find("<think>") > 0:
             continue  # vLLM's whole answer drops all text before a later `<think>`; no stream can take text back
         if name == "minimax_m3" and text.find("<mm:think>") > 0 and (kwargs or {}).get("thinking_mode") == "enabled":
             continue  # as deepseek_r1's: vLLM's whole answer makes the text before a later opening content
@@ -129,7 +129,8 @@ TOOL_NAMES = [None, *TOOL_PARSER_NAMES]
 
 
 @pytest.mark.parametrize("tool_parser", TOOL_NAMES)
-@pytest.mark.parametrize("reasoning_parser", [None, "deepseek_r1", "qwen3", "kimi_k2", "mimo", "kimi_k3", "minimax_m3"])
+@pytest.mark.parametrize("reasoning_parser", [None, "deepseek_r1", "qwen3", "kimi_k2", "mimo", "kimi_k3", "minimax_m3", "step3",
+                                              "minimax_m2_append_think", "holo2"])
 def test_special_tokens_are_kept_when_vllm_s_parsers_ask(tokenizer: Any, tool_parser: str | None,
                                                          reasoning_parser: str | None) -> None:  # fmt: skip
     """Whether the engine keeps special tokens in its text, as vLLM 0.32's composed parser's `adjust_request`
@@ -164,7 +165,7 @@ def test_gemma4_reasoning_left_open_by_the_prompt(tiny: Path, ending: str) -> No
     the output from reasoning. Ours reads the rendered prompt as vLLM reads its tokens."""
     from transformers import AutoTokenizer
 
-    from dynamo_lite.frontend.tools.reasoning import REASONING_PARSERS
+    from dynamo_lite.frontend.tools.reasoning_own import REASONING_PARSERS
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
     tok.add_tokens(["<|channel>", "<channel|>", "<|tool_call>", "<|turn>", "<|tool_response>"])
