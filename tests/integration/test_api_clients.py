@@ -108,6 +108,43 @@ def test_lm_eval_loglikelihood_task(url: str, tiny_model: Path, tmp_path: Path) 
         assert len(loglikelihoods) == 3 and all(-1e4 < float(ll) < 0 for ll in loglikelihoods), sample["resps"]
 
 
+LM_EVAL_GEN_TASK = """task: dl_gen
+dataset_path: json
+dataset_kwargs: {{data_files: {{test: {data}}}}}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{answer}}}}"
+generation_kwargs: {{until: [" t1"], max_gen_toks: 12, do_sample: false}}
+metric_list: [{{metric: exact_match}}]
+"""
+
+
+def test_lm_eval_chat_generation_task(url: str, tmp_path: Path) -> None:
+    """lm-evaluation-harness, local-chat-completions with --apply_chat_template: a generate_until task from a
+    local file, as lm-eval runs a chat model on gsm8k-style tasks (messages, max_tokens, stop, temperature 0,
+    seed). Every document gets an answer, cut at the stop string."""
+    pytest.importorskip("lm_eval", reason="needs lm-eval")
+    docs = [{"question": f"Question {i}: count.", "answer": "t0 t1 t2"} for i in range(4)]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "dl_gen.yaml").write_text(LM_EVAL_GEN_TASK.format(data=tmp_path / "docs.jsonl"))
+    args = f"model=a,base_url={url}/v1/chat/completions,num_concurrent=2,max_retries=1"
+    run = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--model", "local-chat-completions", "--model_args", args, "--tasks",
+         "dl_gen", "--apply_chat_template", "--include_path", str(tmp_path / "tasks"), "--output_path",
+         str(tmp_path / "out"), "--log_samples"],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (results,) = (tmp_path / "out").rglob("results_*.json")
+    assert 0 <= json.loads(results.read_text())["results"]["dl_gen"]["exact_match,none"] <= 1
+    (samples,) = (tmp_path / "out").rglob("samples_dl_gen_*.jsonl")
+    answers = [json.loads(line)["resps"][0][0] for line in samples.read_text().splitlines()]
+    assert len(answers) == 4 and all(" t1" not in a for a in answers), answers
+    assert sum(len(a.split()) for a in answers) < 4 * 12, answers  # the mock's words (t<N>) stop before " t1..."
+
+
 def test_aiperf_fixed_output_lengths(url: str, tiny_model: Path, tmp_path: Path) -> None:
     """aiperf with --extra-inputs ignore_eos:true and min_tokens: every request's usage says exactly the
     requested output length, though the mock's script ends (EOS) after 3 tokens. (aiperf's own count
