@@ -64,8 +64,9 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
 
 @web.middleware
 async def _require_api_key(request: web.Request, handler: Callable) -> web.StreamResponse:
-    """/v1/* needs a key when keys are configured; /health, /metrics and /openapi.json stay open (as in vLLM)."""
-    if request.path.startswith("/v1/"):
+    """/v1/* needs a key when keys are configured; /health, /ping, /metrics and /openapi.json stay open (as in
+    vLLM). /invocations needs one too: it generates as /v1/* does (vLLM leaves it open)."""
+    if request.path.startswith("/v1/") or request.path == "/invocations":
         authorization = request.headers.get("Authorization")
         if authorization is None and request.path.startswith(ANTHROPIC_PATHS) and "x-api-key" in request.headers:
             authorization = f"Bearer {request.headers['x-api-key']}"  # how Anthropic's clients send a key

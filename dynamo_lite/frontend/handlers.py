@@ -60,8 +60,12 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/chat/completions", _counted("chat", chat_completions))
-    app.router.add_post("/v1/completions", _counted("completions", completions))
+    chat, complete = _counted("chat", chat_completions), _counted("completions", completions)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", complete)
+    app.router.add_post("/invocations", _invocations(chat, complete))
+    app.router.add_get("/ping", health)
+    app.router.add_post("/ping", health)
     app.router.add_post("/v1/responses", _counted("responses", responses_create))
     app.router.add_post("/v1/messages", _counted("messages", messages_create))
     app.router.add_post("/v1/messages/count_tokens", messages_count_tokens)
@@ -72,6 +76,26 @@ def add_routes(app: web.Application) -> None:
     state = app[STATE]
     app.router.add_get("/openapi.json", document_handler(build_document(
         list(state.models), bearer_auth=state.api_keys.enabled, strict=state.config.frontend.strict_request_fields)))
+
+
+def _invocations(chat: Handler, complete: Handler) -> Handler:
+    """POST /invocations, SageMaker's endpoint as vLLM serves it (with GET / POST /ping, SageMaker's health): a
+    body with `messages` is a chat request, one with `prompt` a completion; any other is a 400."""
+
+    async def invocations(request: web.Request) -> web.StreamResponse:
+        raw = await _read_body(request, request.app[STATE].config.frontend.body_timeout_s)
+        try:
+            fields = msgspec.json.decode(raw)
+        except msgspec.DecodeError as e:
+            raise ApiError(400, f"JSON decode error: {e}") from None
+        if isinstance(fields, dict) and "messages" in fields:
+            return await chat(request)
+        if isinstance(fields, dict) and "prompt" in fields:
+            return await complete(request)
+        raise ApiError(400, "Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest', "
+                            "'CompletionRequest'] (a body with `messages` or `prompt`)", param="messages")  # fmt: skip
+
+    return invocations
 
 
 def _counted(endpoint: str, handler: Handler) -> Handler:

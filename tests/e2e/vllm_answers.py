@@ -114,6 +114,9 @@ SAME_ANSWERS = {
     "refused: n=0": (CHAT_PATH, _chat("x", n=0)),
     "refused: max_tokens past the context": (CHAT_PATH, _chat("x", max_tokens=5000)),
     "refused: a prompt past the context": (COMPLETIONS_PATH, _completion("hello " * 5000)),
+    "SageMaker's invocations, chat": ("/invocations", _chat("Name a fruit.")),
+    "SageMaker's invocations, a completion, streamed": ("/invocations", _completion("Hello", stream=True)),
+    "refused: SageMaker's invocations, neither": ("/invocations", {"model": "smollm2", "input": "x"}),
 }
 # What the frontend cannot give as vLLM does (docs/reference/openai-api.md, "Differences from vLLM's server").
 UNKNOWABLE = ("created_cache_tokens", "rank")

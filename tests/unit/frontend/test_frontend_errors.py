@@ -282,3 +282,25 @@ async def test_anthropic_clients_send_their_key_as_x_api_key_and_get_errors_in_t
     assert resp.status == 401  # only Anthropic's API takes that header, as only its clients send it
     resp = await h.client.post("/v1/messages", json={**body, "max_tokens": "four"}, headers={"x-api-key": "secret-1"})
     assert resp.status == 400 and (await resp.json())["error"]["type"] == "invalid_request_error"
+
+
+async def test_sagemaker_s_invocations_and_ping(harness) -> None:
+    """SageMaker's endpoints, as vLLM serves them: /invocations takes a chat request (a body with `messages`) or a
+    completion (with `prompt`), and refuses any other with a 400; /ping answers as /health, by GET or POST.
+    With API keys, /invocations needs one (vLLM leaves it open) and /ping stays open."""
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(3)))
+    chat = await h.client.post("/invocations", json={"model": "m", "messages": HELLO, "max_tokens": 3})
+    assert chat.status == 200 and (await chat.json())["object"] == "chat.completion"
+    h.add_worker("d0", script=Script(pieces(3)))
+    completion = await h.client.post("/invocations", json={"model": "m", "prompt": "x", "max_tokens": 3})
+    assert completion.status == 200 and (await completion.json())["object"] == "text_completion"
+    neither = await h.client.post("/invocations", json={"model": "m", "input": "x"})
+    assert neither.status == 400
+    assert_error(await neither.json(), "invalid_request_error", param="messages", contains="Cannot find suitable handler")
+    assert (await h.client.post("/invocations", data=b"{")).status == 400
+    for method in (h.client.get, h.client.post):
+        assert (await method("/ping")).status == 200
+    keyed = await harness(api_keys=frozenset({"secret"}))
+    assert (await keyed.client.post("/invocations", json={"model": "m", "prompt": "x"})).status == 401
+    assert (await keyed.client.get("/ping")).status == 200
