@@ -20,6 +20,7 @@ from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry
 
 from dynamo_lite.discovery import WorkerWatcher, etcd_client
+from dynamo_lite.frontend import batch as batch_chat
 from dynamo_lite.frontend.admission import Admission, ApiKeys, band
 from dynamo_lite.frontend.errors import ANTHROPIC_PATHS, openai_errors
 from dynamo_lite.frontend.fleet import Fleet
@@ -59,6 +60,7 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
                                models={m.name: m for m in config.models})
     app.cleanup_ctx.append(connections or open_connections)
     add_routes(app)
+    batch_chat.add_routes(app)
     return app
 
 

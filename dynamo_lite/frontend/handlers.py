@@ -1,5 +1,6 @@
 """HTTP endpoints: /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics (and
-the vLLM extras in extras.py: /v1/models/{id}, /tokenize, /detokenize, /version).
+the vLLM extras in extras.py: /v1/models/{id}, /tokenize, /detokenize, /version; SageMaker's in
+sagemaker.py; the batch chat endpoint in batch.py).
 
 A generation request is admitted (or refused with 429), validated under the field policy
 (policy.py), tokenized once, checked against the model's context length, planned into one
@@ -24,7 +25,7 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend import anthropic, checks, extras, plan, responses, responses_out
+from dynamo_lite.frontend import anthropic, checks, extras, plan, responses, responses_out, sagemaker
 from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
 from dynamo_lite.frontend.openapi import build_document, document_handler
@@ -60,14 +61,12 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
 def add_routes(app: web.Application) -> None:
-    chat, complete = _counted("chat", chat_completions), _counted("completions", completions)
+    chat, complete = counted("chat", chat_completions), counted("completions", completions)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", complete)
-    app.router.add_post("/invocations", _invocations(chat, complete))
-    app.router.add_get("/ping", health)
-    app.router.add_post("/ping", health)
-    app.router.add_post("/v1/responses", _counted("responses", responses_create))
-    app.router.add_post("/v1/messages", _counted("messages", messages_create))
+    sagemaker.add_routes(app, chat, complete, health)
+    app.router.add_post("/v1/responses", counted("responses", responses_create))
+    app.router.add_post("/v1/messages", counted("messages", messages_create))
     app.router.add_post("/v1/messages/count_tokens", messages_count_tokens)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
@@ -78,27 +77,7 @@ def add_routes(app: web.Application) -> None:
         list(state.models), bearer_auth=state.api_keys.enabled, strict=state.config.frontend.strict_request_fields)))
 
 
-def _invocations(chat: Handler, complete: Handler) -> Handler:
-    """POST /invocations, SageMaker's endpoint as vLLM serves it (with GET / POST /ping, SageMaker's health): a
-    body with `messages` is a chat request, one with `prompt` a completion; any other is a 400."""
-
-    async def invocations(request: web.Request) -> web.StreamResponse:
-        raw = await _read_body(request, request.app[STATE].config.frontend.body_timeout_s)
-        try:
-            fields = msgspec.json.decode(raw)
-        except msgspec.DecodeError as e:
-            raise ApiError(400, f"JSON decode error: {e}") from None
-        if isinstance(fields, dict) and "messages" in fields:
-            return await chat(request)
-        if isinstance(fields, dict) and "prompt" in fields:
-            return await complete(request)
-        raise ApiError(400, "Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest', "
-                            "'CompletionRequest'] (a body with `messages` or `prompt`)", param="messages")  # fmt: skip
-
-    return invocations
-
-
-def _counted(endpoint: str, handler: Handler) -> Handler:
+def counted(endpoint: str, handler: Handler) -> Handler:
     """Admission control and the per-status request counter around a handler."""
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
@@ -173,7 +152,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body, check = parse_request(raw, ChatCompletionRequest, state.config.frontend.strict_request_fields)
     checks.common(body, next(iter(state.models), None))
     checks.chat(body)
-    return await _generate(request, state, await _chat_plan(request, state, body, check, len(raw), "chatcmpl-"))
+    return await generate(request, state, await chat_plan(request, state, body, check, len(raw), "chatcmpl-"))
 
 
 async def responses_create(request: web.Request) -> web.StreamResponse:
@@ -186,7 +165,7 @@ async def responses_create(request: web.Request) -> web.StreamResponse:
     req = validated(data, responses.ResponsesRequest)
     body, p = await _as_chat(request, state, responses.chat_body(req), responses.responses_param, len(raw), "resp_")
     p.reshape = responses_out.Envelope(p.shape.id, body.model, p.shape.created, req, p.requests[0].max_tokens)
-    return await _generate(request, state, p)
+    return await generate(request, state, p)
 
 
 async def messages_create(request: web.Request) -> web.StreamResponse:
@@ -196,7 +175,7 @@ async def messages_create(request: web.Request) -> web.StreamResponse:
     req = validated(_json_object(raw), anthropic.MessagesRequest)
     body, p = await _as_chat(request, state, anthropic.chat_body(req), anthropic.anthropic_param, len(raw), "msg_")
     p.reshape = anthropic.Reply(p.shape.id, body.model)
-    return await _generate(request, state, p)
+    return await generate(request, state, p)
 
 
 async def messages_count_tokens(request: web.Request) -> web.Response:
@@ -219,7 +198,7 @@ async def _as_chat(request: web.Request, state: FrontendState, chat: dict[str, A
     with _renamed(rename):
         body, check = parse_request(msgspec.json.encode(chat), ChatCompletionRequest,
                                     state.config.frontend.strict_request_fields)
-        return body, await _chat_plan(request, state, body, check, raw_len, id_prefix)
+        return body, await chat_plan(request, state, body, check, raw_len, id_prefix)
 
 
 @contextlib.contextmanager
@@ -252,7 +231,7 @@ async def _chat_prompt(request: web.Request, state: FrontendState, body: ChatCom
         raise ApiError(400, f"The chat template rejected the messages: {e}", param="messages") from None
 
 
-async def _chat_plan(request: web.Request, state: FrontendState, body: ChatCompletionRequest, check: FieldCheck,
+async def chat_plan(request: web.Request, state: FrontendState, body: ChatCompletionRequest, check: FieldCheck,
                      raw_len: int, id_prefix: str) -> Plan:  # fmt: skip
     text, ids = await _chat_prompt(request, state, body, raw_len)
     tokenizer = state.tokenizers[body.model]
@@ -310,7 +289,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
              drop_output=body.max_tokens == 0, dropped_counted=not body.use_beam_search,
              prompt_logprobs_k=prompt_k,  # vLLM: echo's are returned too
              token_text=plan.token_texts(body, tokenizer), header={"X-Request-Id": rid[len("cmpl-"):]})  # fmt: skip
-    return await _generate(request, state, p)
+    return await generate(request, state, p)
 
 
 def _engine_k(output_k: int | None, prompt_k: int | None) -> int | None:
@@ -367,7 +346,7 @@ def _served(request: web.Request, state: FrontendState, model: str | None) -> Mo
     return tokenizer
 
 
-async def _generate(request: web.Request, state: FrontendState, p: Plan) -> web.StreamResponse:
+async def generate(request: web.Request, state: FrontendState, p: Plan) -> web.StreamResponse:
     if state.flow is None:
         raise ApiError(503, "The frontend is starting or stopping.", code="not_ready")
     model = p.requests[0].model

@@ -59,6 +59,7 @@ class Plan:
     header: dict[str, str] = field(default_factory=dict)
     reshape: Reshape | None = None  # another API's answer, from its one chat choice
     reasoning_details: bool = False  # usage counts the reasoning tokens (the model has a reasoning parser)
+    usage_details: bool = True  # usage says the cached prompt tokens, when known (vLLM's batch chat: never)
 
     def usage(self) -> dict[str, Any]:
         prompts = {p: len(self.requests[i].prompt_ids) for i, p in enumerate(self.prompt_of)}
@@ -68,7 +69,7 @@ class Plan:
         known = None if None in cached.values() else sum(n for n in cached.values() if n is not None)
         done = 0 if self.drop_output and not self.dropped_counted else \
             sum(o.completion_tokens for o in self.outcomes.values())
-        return usage_body(sum(prompts.values()), done, known, self.reasoning_tokens())
+        return usage_body(sum(prompts.values()), done, known if self.usage_details else None, self.reasoning_tokens())
 
     def reasoning_tokens(self, index: int | None = None) -> int | None:
         """The reasoning tokens of one choice, or of all (None: not counted)."""

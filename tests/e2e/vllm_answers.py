@@ -117,6 +117,15 @@ SAME_ANSWERS = {
     "SageMaker's invocations, chat": ("/invocations", _chat("Name a fruit.")),
     "SageMaker's invocations, a completion, streamed": ("/invocations", _completion("Hello", stream=True)),
     "refused: SageMaker's invocations, neither": ("/invocations", {"model": "smollm2", "input": "x"}),
+    "batch chat": ("/v1/chat/completions/batch", _chat("x", messages=[
+        [{"role": "user", "content": "Name a fruit."}], [{"role": "user", "content": "Name a color."}]])),  # fmt: skip
+    "batch chat, logprobs, return_token_ids, echo": ("/v1/chat/completions/batch", _chat("x", messages=[
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello,"}], [{"role": "user", "content": "Go"}]],
+        logprobs=True, return_token_ids=True, echo=True, add_generation_prompt=False)),  # fmt: skip
+    # (not top_logprobs: an alternative that is part of a character is "" with no bytes in vLLM's batch answer, and
+    # "\ufffd" in its chat answer, which the frontend's gives in both)
+    "refused: batch chat, n=2": ("/v1/chat/completions/batch", _chat("x", messages=[[{"role": "user", "content": "x"}]],
+                                                                      n=2)),  # fmt: skip
 }
 # What the frontend cannot give as vLLM does (docs/reference/openai-api.md, "Differences from vLLM's server").
 UNKNOWABLE = ("created_cache_tokens", "rank")

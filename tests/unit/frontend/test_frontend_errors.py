@@ -304,3 +304,26 @@ async def test_sagemaker_s_invocations_and_ping(harness) -> None:
     keyed = await harness(api_keys=frozenset({"secret"}))
     assert (await keyed.client.post("/invocations", json={"model": "m", "prompt": "x"})).status == 401
     assert (await keyed.client.get("/ping")).status == 200
+
+
+async def test_batch_chat_answers_each_conversation(harness) -> None:
+    """vLLM's /v1/chat/completions/batch: one choice per conversation, in order, with the usage of all (no
+    details); `stream` and `tools` are ignored, as vLLM's batch request has neither; its limits are 400s."""
+    h = await harness()
+    h.add_worker("d0", script=Script(pieces(3, "stop")))
+    body = {"model": "m", "messages": [HELLO, [{"role": "user", "content": "bye now, see you later"}]], "max_tokens": 3,
+            "stream": True, "tools": [{"type": "function", "function": {"name": "f"}}]}  # fmt: skip
+    resp = await h.client.post("/v1/chat/completions/batch", json=body)
+    assert resp.status == 200, await resp.text()
+    answer = await resp.json()
+    assert answer["object"] == "chat.completion" and [c["index"] for c in answer["choices"]] == [0, 1]
+    assert all(c["message"]["content"] == " w0 w1 w2" and c["finish_reason"] == "stop" for c in answer["choices"])
+    assert answer["usage"]["completion_tokens"] == 6 and "prompt_tokens_details" not in answer["usage"]
+    prompts = [len(c["prompt"]) for c in h.engines.calls[-2:]]
+    assert answer["usage"]["prompt_tokens"] == sum(prompts) and prompts[0] != prompts[1]
+    for fields, param in (({"n": 2}, "n"), ({"use_beam_search": True}, "use_beam_search"),
+                          ({"tool_choice": "auto"}, "tool_choice"), ({"messages": [[]]}, "messages"),
+                          ({"messages": HELLO}, "messages")):  # fmt: skip
+        refused = await h.client.post("/v1/chat/completions/batch", json={**body, **fields})
+        assert refused.status == 400
+        assert_error(await refused.json(), "invalid_request_error", param=param)
