@@ -85,6 +85,7 @@ class ChatChoice:
             if self.reasoner is not None and self._counted is not None:
                 before = self.reasoner.reasoning_now
                 reasoning, content = self.reasoner.feed(text)
+                before = self.reasoner.began if before is None else before
                 share = len(reasoning) / (len(reasoning) + len(content)) if reasoning or content else 1.0
                 self._counted.add(piece.token_ids or (), before, self.reasoner.reasoning_now, share)
             else:

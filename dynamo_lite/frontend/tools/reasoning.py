@@ -89,6 +89,11 @@ class ReasoningParser:
         """Whether the output read so far ends in reasoning (None: not known yet)."""
         return self._state in ("start", "reasoning")
 
+    @property
+    def began(self) -> bool | None:
+        """Where reasoning_now was not known: whether the output began in reasoning, once known (gemma4's)."""
+        return None
+
     @classmethod
     def tags(cls) -> frozenset[str]:
         """The family's literal tags: kept where the text of other special tokens is dropped."""

@@ -65,13 +65,13 @@ class ReasoningTokens:
 
     def _read(self, ids: Sequence[int], before: bool | None, after: bool | None, share: float) -> None:
         tags, special = self.marks.tags, self.marks.special
-        if after is None:
+        state = after if before is None else before  # where the piece began
+        if state is None:
             self._waiting += sum(1 for t in ids if t not in special)
             return
         if self._waiting:
-            self.count += self._waiting if after else 0
+            self.count += self._waiting if state else 0
             self._waiting = 0
-        state = after if before is None else before
         last = max((k for k, t in enumerate(ids) if t in tags), default=-1)
         if last < 0 and state != after and len(ids) > 1:  # a tag that is not one of the vocabulary's tokens
             self.count += round(share * sum(1 for t in ids if t not in special))

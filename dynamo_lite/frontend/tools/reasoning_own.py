@@ -33,6 +33,7 @@ class Gemma4ReasoningParser(EngineReasoningParser):
         super().__init__(thinking=False, opened=opened)  # from content, whatever the kwargs say
         self._first: str | None = None if opened else ""  # the first piece while it may be the label; None: decided
         self._label: str | None = ""  # the first reasoning, while it may be the label; None once decided
+        self._began: bool | None = True if opened else None
 
     @classmethod
     def opened_by(cls, prompt: str) -> bool:
@@ -47,7 +48,8 @@ class Gemma4ReasoningParser(EngineReasoningParser):
                 self._first = text
                 return "", ""
             self._first = None
-            if text.startswith(self.LABEL) or (self.END in text and self.START not in text):
+            self._began = text.startswith(self.LABEL) or (self.END in text and self.START not in text)
+            if self._began:
                 text = self.START + text
         reasoning, content = super().feed(text)
         return self._unlabel(reasoning, ended=self._state != "reasoning"), content
@@ -55,6 +57,10 @@ class Gemma4ReasoningParser(EngineReasoningParser):
     @property
     def reasoning_now(self) -> bool | None:
         return None if self._first is not None else super().reasoning_now
+
+    @property
+    def began(self) -> bool | None:
+        return self._began
 
     def finish(self) -> tuple[str, str]:
         if self._first:  # the whole output is a piece of the label
