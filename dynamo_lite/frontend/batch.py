@@ -4,7 +4,7 @@ As vLLM 0.32 serves it: the body has a chat request's fields, `messages` being a
 Each conversation is served as a chat request of its own, with the body's other fields (tokenized,
 routed, prefilled and parsed as any), and the answer is one `chat.completion` whose choice i is
 conversation i's, with the usage of all (no usage details, as vLLM's has none). vLLM's limits hold:
-no beam search, n 1, tool_choice none; the fields its batch request does not have (`stream`, `tools`
+no beam search, n 1, tool_choice none (and at most 1,024 conversations, as a completions batch); the fields its batch request does not have (`stream`, `tools`
 ...) are ignored, as vLLM ignores them, so the answer is never streamed.
 """
 
@@ -19,7 +19,7 @@ from dynamo_lite.frontend.choice import ChatChoice
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.handlers import chat_plan, counted, generate
 from dynamo_lite.frontend.respond import Plan
-from dynamo_lite.frontend.schemas import ChatCompletionRequest, parse_request
+from dynamo_lite.frontend.schemas import MAX_CHOICES, ChatCompletionRequest, parse_request
 from dynamo_lite.frontend.state import STATE
 
 FIELDS = frozenset({  # vLLM 0.32's BatchChatCompletionRequest
@@ -49,6 +49,8 @@ async def chat_batch(request: web.Request) -> web.StreamResponse:
             not all(isinstance(c, list) and c for c in conversations):  # fmt: skip
         raise ApiError(400, "`messages` must be a non-empty list of conversations, each a non-empty list of "
                             "messages.", param="messages")  # fmt: skip
+    if len(conversations) > MAX_CHOICES:  # each is an engine request, as a completions batch's prompts are
+        raise ApiError(400, f"At most {MAX_CHOICES} conversations in one request.", param="messages")
     if body.get("use_beam_search"):
         raise ApiError(400, "Batch chat completions do not support beam search. Please set `use_beam_search` to "
                             "False.", param="use_beam_search")  # fmt: skip

@@ -177,6 +177,7 @@ def reasoning_marks(tok: ModelTokenizer, parser: str) -> TokenMarks:
     """The model's ids the reasoning count reads (`ReasoningTokens`): its special tokens, its reasoning family's
     tags that are one token each, and the tags the count walks, as tokens. Once per model and parser."""
     kind = REASONING_PARSERS[parser]
+
     def ids(tags: Iterable[str]) -> frozenset[int]:
         return frozenset(i for tag in tags if (i := tok.vocab_id(tag)) is not None)
 
