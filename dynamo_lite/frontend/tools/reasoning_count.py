@@ -89,10 +89,9 @@ class ReasoningTokens:
         held, walked = self._held, self.marks.walked
         i = 0
         while i < len(held):
-            rest = held[i:]
-            tag = next((k for k, t in enumerate(walked) if t and tuple(rest[:len(t)]) == t), None)
-            if tag is None and not final and any(len(rest) < len(t) and tuple(t[:len(rest)]) == tuple(rest)
-                                                 for t in walked):  # fmt: skip
+            tag = next((k for k, t in enumerate(walked) if t and tuple(held[i:i + len(t)]) == t), None)
+            left = len(held) - i
+            if tag is None and not final and any(left < len(t) and t[:left] == tuple(held[i:]) for t in walked):
                 break  # may be the start of a tag
             if tag is None:
                 self.count += self._depth > 0
