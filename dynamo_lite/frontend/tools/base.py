@@ -146,7 +146,10 @@ class ToolParser:
                 return
             taken = self.take(self._buf, final)
             if taken is None:
-                if not final:
+                if not final and self.dead(self._buf):  # what the end of the output would say of it, said now
+                    self._say(out, self._buf)
+                    self._buf, self._in_calls, self._plain, self._streamed = "", False, True, None
+                elif not final:
                     self._stream(out)
                 return
             calls, used = taken
@@ -160,6 +163,12 @@ class ToolParser:
 
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         raise NotImplementedError
+
+    def dead(self, buffer: str) -> bool:
+        """Whether the section at the front of `buffer`, which `take` could not cut into calls, never will: it is
+        closed, and the format's vLLM parser then makes all of the output content (hermes's family). Such a
+        section and all that follows is content at once, where it would be held to the end of the output."""
+        return False
 
     def partial(self, buffer: str) -> tuple[str, str] | None:
         """The call at the front of `buffer`, not complete yet, for a stream: its name and the text of its arguments

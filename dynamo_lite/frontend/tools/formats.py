@@ -98,6 +98,10 @@ class HermesParser(ToolParser):
             return None
         return self._arguments.read(buffer, i + len(self.markers[0]), self._streamed is None)
 
+    def dead(self, buffer: str) -> bool:
+        start = skip_space(buffer, 0)
+        return buffer.startswith(self.markers[0], start) and buffer.find(self.END, start) >= 0
+
     def take(self, buffer: str, final: bool) -> tuple[list[ParsedCall], int] | None:
         start = skip_space(buffer, 0)
         if not buffer.startswith(self.markers[0], start):

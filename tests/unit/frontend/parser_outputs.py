@@ -95,6 +95,9 @@ OUTPUTS: list[tuple[str, str]] = [
                  '<tool_call>{"name": "search", "arguments": {}}</tool_call> done.'),
     ("granite4", 'Cut <tool_call>{"name": "search", "arguments": {"q": "x"}}'),
     ("granite4", "No calls."),
+    *((name, f'Sure.<{tag}>\n{{bad}}\n</{tag}>\nMore.<{tag}>{{"name": "search", "arguments": {{}}}}</{tag}> End.')
+      for name, tag in (("hermes", "tool_call"), ("longcat", "longcat_tool_call"), ("granite4", "tool_call"),
+                        ("ernie45", "tool_call"))),  # a section that is no call: all of the output is content
     ("gemma4", f"Sure.<|tool_call>call:get_weather{{city:{Q}Paris, FR{Q},days:3,hot:true,tags:[{Q}a{Q},{Q}b{Q}],"
                f"where:{{lat:48.8}},temp:null}}<tool_call|>Then more."),
     ("gemma4", f"<|tool_call>call:search{{q:{Q}x{{y}}{Q}}}<tool_call|><|tool_call>call:get_weather{{city:7,extra:true}}"

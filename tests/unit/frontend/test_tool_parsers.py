@@ -284,3 +284,15 @@ def test_minimax_m3_s_stray_closer_is_dropped_however_the_output_is_cut(pieces: 
     parser = new_reasoning_parser("minimax_m3", {})
     got = [parser.feed(p) for p in pieces] + [parser.finish()]
     assert ("".join(r for r, _ in got), "".join(c for _, c in got)) == ("", "Ans")
+
+
+@pytest.mark.parametrize("name", ["hermes", "granite4", "ernie45"])
+def test_text_after_a_section_that_is_no_call_is_not_held_back(name: str) -> None:
+    """Once a `<tool_call>` section closes and is no call, the whole output is content (as vLLM's whole answer
+    makes it): the section and what follows are sent as they come, not held to the end of the output."""
+    parser = new_tool_parser(name)
+    sent = parser.feed("Sure.<tool_call>\n{bad}\n</tool_call>\nMore")
+    sent.add(parser.feed(' text.<tool_call>{"name": "f", "arguments": {}}</tool_call>'))
+    assert sent.content == 'Sure.<tool_call>\n{bad}\n</tool_call>\nMore text.<tool_call>{"name": "f", "arguments": {}}' \
+                           "</tool_call>" and not sent.calls  # fmt: skip
+    assert parser.finish().content == ""
