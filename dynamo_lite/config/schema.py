@@ -75,7 +75,7 @@ class ModelSpec(Section):
     tool_call_parser: ToolCallParser | None = None
     """How the model writes tool calls (vLLM's --tool-call-parser); needed for tool_choice auto. null: auto is a 400. `openai` (with `reasoning_parser: openai_gptoss`) is gpt-oss's Harmony, for a model whose config.json says `model_type: gpt_oss` only."""
     reasoning_parser: ReasoningParserName | None = None
-    """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content."""
+    """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content. vLLM engines get it too: structured output then holds only after the reasoning."""
     default_chat_template_kwargs: dict[str, Any] = {}
     """Chat template kwargs under each request's (vLLM's --default-chat-template-kwargs), e.g. `{enable_thinking: false}`; the reasoning parser reads them too."""
 

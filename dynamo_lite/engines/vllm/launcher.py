@@ -47,6 +47,10 @@ class VllmEngineConfig:
     kv_events_replay_endpoint: str | None = None  # tcp://127.0.0.1:P, vLLM binds a ROUTER here
     kv_events_topic: str = "kv"  # what the agent subscribes to (a peer router in the arena may want another)
     kv_transfer_config: dict[str, object] | None = None  # from connectors.kv_transfer_config
+    # The model's reasoning parser (models[].reasoning_parser): the engine holds a request to its structured output
+    # (a JSON schema, tool_choice required or named) only once the reasoning has ended, as vLLM's own server does
+    # with --reasoning-parser; without it, a thinking model would be held to the JSON from its first token.
+    reasoning_parser: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # NIXL side channel, core binding ...
     extra_args: tuple[str, ...] = ()
     device: Device = field(default_factory=vllm_device)
@@ -88,6 +92,8 @@ class VllmEngineConfig:
             args += ["--kv-events-config", json.dumps(events)]
         if self.kv_transfer_config:
             args += ["--kv-transfer-config", json.dumps(self.kv_transfer_config)]
+        if self.reasoning_parser:
+            args += ["--reasoning-parser", self.reasoning_parser]
         return [*args, *self.extra_args]
 
     def environ(self) -> dict[str, str]:

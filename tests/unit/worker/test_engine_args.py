@@ -60,3 +60,19 @@ def test_gpu_engine_keeps_dtype_and_sets_memory_fraction() -> None:
     assert argv[argv.index("--dtype") + 1] == "auto"
     assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.8"
     assert "VLLM_CPU_KVCACHE_SPACE" not in config.environ()
+
+
+def test_a_model_s_reasoning_parser_reaches_the_engine_s_structured_outputs() -> None:
+    """With models[].reasoning_parser, the engine is started with vLLM's --reasoning-parser: it then holds a
+    request to its structured output only after the reasoning ends, as vLLM's server does (a thinking model
+    thinks, then writes the JSON). vLLM's own argument parser reads our command line so."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    config = VllmEngineConfig(model_dir=Path("/m"), served_model_name="m", port=1, device="cpu",
+                              reasoning_parser="qwen3")  # fmt: skip
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(config.argv()[3:])
+    assert AsyncEngineArgs.from_cli_args(args).reasoning_parser == "qwen3"
+    plain = VllmEngineConfig(model_dir=Path("/m"), served_model_name="m", port=1, device="cpu")
+    assert "--reasoning-parser" not in plain.argv()
