@@ -54,6 +54,21 @@ def build_tiny_llama(target: Path, seed: int = 0) -> Path:
     return target
 
 
+def build_tiny_thinking(target: Path, seed: int = 0) -> Path:
+    """The tiny Llama with a thinking model's tags, `<think>` and `</think>`, as tokens of its vocabulary (what
+    vLLM's reasoning parsers look up), and room for them in its weights."""
+    from transformers import AutoTokenizer
+
+    with building(target) as out:
+        train_tokenizer(out)
+        tok = AutoTokenizer.from_pretrained(str(out))
+        tok.add_tokens(["<think>", "</think>"])
+        tok.save_pretrained(str(out))
+        _save_random_llama(out, len(tok), tok.convert_tokens_to_ids("<|endoftext|>"),
+                           tok.convert_tokens_to_ids("<|im_end|>"), seed)  # fmt: skip
+    return target
+
+
 def build_tiny_words(target: Path, seed: int = 0) -> Path:
     """The same tiny Llama with the mock engine's word tokenizer (`t<N>` is token N, words.py): a text
     benchmark's prompts become the same token ids on it as on a mock engine, block for block."""
