@@ -4,8 +4,9 @@ As vLLM 0.32 serves it: the body has a chat request's fields, `messages` being a
 Each conversation is served as a chat request of its own, with the body's other fields (tokenized,
 routed, prefilled and parsed as any), and the answer is one `chat.completion` whose choice i is
 conversation i's, with the usage of all (no usage details, as vLLM's has none). vLLM's limits hold:
-no beam search, n 1, tool_choice none (and at most 1,024 conversations, as a completions batch); the fields its batch request does not have (`stream`, `tools`
-...) are ignored, as vLLM ignores them, so the answer is never streamed.
+no beam search, n 1, tool_choice none (and at most 1,024 conversations, as a completions batch). The
+fields its batch request does not have (`stream`, `tools` ...) are ignored, as vLLM ignores them, so
+the answer is never streamed.
 """
 
 from __future__ import annotations

