@@ -69,78 +69,62 @@ def test_vllm_bench_serve(url: str, tiny_model: Path, tmp_path: Path) -> None:
         assert result["output_lens"] == [12] * 8, "ignore_eos: every answer is exactly --random-output-len long"
 
 
-LM_EVAL_TASK = """task: dl_choice
+LM_EVAL_TASK = """task: {task}
 dataset_path: json
 dataset_kwargs: {{data_files: {{test: {data}}}}}
 test_split: test
-output_type: multiple_choice
 doc_to_text: "{{{{question}}}}"
-doc_to_choice: "{{{{choices}}}}"
-doc_to_target: answer
-metric_list: [{{metric: acc}}]
 """
+
+
+def lm_eval(tmp_path: Path, task: str, spec: str, docs: list[dict[str, Any]], model: str, args: str,
+            *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
+    """lm-eval run offline on a task written here (the header above and `spec`, over `docs`): the task's
+    results and its logged samples."""
+    pytest.importorskip("lm_eval", reason="needs lm-eval")
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / f"{task}.yaml").write_text(LM_EVAL_TASK.format(task=task, data=tmp_path / "docs.jsonl")
+                                                     + spec)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--model", model, "--model_args", args, "--tasks", task, *flags,
+         "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out"), "--log_samples"],
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (results,) = (tmp_path / "out").rglob("results_*.json")
+    (samples,) = (tmp_path / "out").rglob(f"samples_{task}_*.jsonl")
+    return json.loads(results.read_text())["results"][task], [json.loads(line) for line in samples.read_text().splitlines()]
 
 
 def test_lm_eval_loglikelihood_task(url: str, tiny_model: Path, tmp_path: Path) -> None:
     """lm-evaluation-harness, local-completions: a multiple-choice (loglikelihood) task from a local file,
     scored from echo + logprobs on token-id prompts."""
-    pytest.importorskip("lm_eval", reason="needs lm-eval")
     docs = [{"question": f"Question {i}: the sky is", "choices": ["blue", "green", "made of cheese"], "answer": 0}
-            for i in range(4)]
-    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "dl_choice.yaml").write_text(LM_EVAL_TASK.format(data=tmp_path / "docs.jsonl"))
+            for i in range(4)]  # fmt: skip
+    spec = 'output_type: multiple_choice\ndoc_to_choice: "{{choices}}"\ndoc_to_target: answer\nmetric_list: [{metric: acc}]\n'
     args = (f"model=a,base_url={url}/v1/completions,tokenizer={tiny_model},tokenizer_backend=huggingface,"
             "num_concurrent=2,max_retries=1")
-    run = subprocess.run(
-        [sys.executable, "-m", "lm_eval", "--model", "local-completions", "--model_args", args, "--tasks", "dl_choice",
-         "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out"), "--log_samples"],
-        capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (results,) = (tmp_path / "out").rglob("results_*.json")
-    assert 0 <= json.loads(results.read_text())["results"]["dl_choice"]["acc,none"] <= 1
-    (samples,) = (tmp_path / "out").rglob("samples_dl_choice_*.jsonl")
-    scored = [json.loads(line) for line in samples.read_text().splitlines()]
+    results, scored = lm_eval(tmp_path, "dl_choice", spec, docs, "local-completions", args)
+    assert 0 <= results["acc,none"] <= 1
     assert len(scored) == 4
     for sample in scored:  # one (loglikelihood, is_greedy) per choice, summed from the continuation's logprobs
         loglikelihoods = [resp[0][0] for resp in sample["resps"]]
         assert len(loglikelihoods) == 3 and all(-1e4 < float(ll) < 0 for ll in loglikelihoods), sample["resps"]
 
 
-LM_EVAL_GEN_TASK = """task: dl_gen
-dataset_path: json
-dataset_kwargs: {{data_files: {{test: {data}}}}}
-test_split: test
-output_type: generate_until
-doc_to_text: "{{{{question}}}}"
-doc_to_target: "{{{{answer}}}}"
-generation_kwargs: {{until: [" t1"], max_gen_toks: 12, do_sample: false}}
-metric_list: [{{metric: exact_match}}]
-"""
-
-
 def test_lm_eval_chat_generation_task(url: str, tmp_path: Path) -> None:
     """lm-evaluation-harness, local-chat-completions with --apply_chat_template: a generate_until task from a
     local file, as lm-eval runs a chat model on gsm8k-style tasks (messages, max_tokens, stop, temperature 0,
     seed). Every document gets an answer, cut at the stop string."""
-    pytest.importorskip("lm_eval", reason="needs lm-eval")
     docs = [{"question": f"Question {i}: count.", "answer": "t0 t1 t2"} for i in range(4)]
-    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "dl_gen.yaml").write_text(LM_EVAL_GEN_TASK.format(data=tmp_path / "docs.jsonl"))
+    spec = ('output_type: generate_until\ndoc_to_target: "{{answer}}"\n'
+            'generation_kwargs: {until: [" t1"], max_gen_toks: 12, do_sample: false}\n'
+            "metric_list: [{metric: exact_match}]\n")  # fmt: skip
     args = f"model=a,base_url={url}/v1/chat/completions,num_concurrent=2,max_retries=1"
-    run = subprocess.run(
-        [sys.executable, "-m", "lm_eval", "--model", "local-chat-completions", "--model_args", args, "--tasks",
-         "dl_gen", "--apply_chat_template", "--include_path", str(tmp_path / "tasks"), "--output_path",
-         str(tmp_path / "out"), "--log_samples"],
-        capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")})  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    (results,) = (tmp_path / "out").rglob("results_*.json")
-    assert 0 <= json.loads(results.read_text())["results"]["dl_gen"]["exact_match,none"] <= 1
-    (samples,) = (tmp_path / "out").rglob("samples_dl_gen_*.jsonl")
-    answers = [json.loads(line)["resps"][0][0] for line in samples.read_text().splitlines()]
+    results, samples = lm_eval(tmp_path, "dl_gen", spec, docs, "local-chat-completions", args, "--apply_chat_template")
+    assert 0 <= results["exact_match,none"] <= 1
+    answers = [sample["resps"][0][0] for sample in samples]
     assert len(answers) == 4 and all(" t1" not in a for a in answers), answers
     assert sum(len(a.split()) for a in answers) < 4 * 12, answers  # the mock's words (t<N>) stop before " t1..."
 
