@@ -4,7 +4,9 @@ the whole answer, so both agree.
 A chat choice runs the output through the model's reasoning parser (if configured), then by
 tool_choice: `auto` through the tool-call parser, a named tool as the arguments of that call
 (the engine held to its parameters' schema), `required` as a JSON list of calls (the engine
-held to that list's schema), `none` as content. A completion choice adds echo and logprobs.
+held to that list's schema), `none` as content. For the formats vLLM 0.32 reads in the model's
+own format (tool_tags.py), named and required go through the tool-call parser too, as auto. A
+completion choice adds echo and logprobs.
 Parsers and state are made once per choice; each piece is handled once.
 """
 
@@ -31,6 +33,7 @@ class ChatOptions:
     tool_mode: str = "none"  # none | auto | named | required
     tool_name: str | None = None  # named
     tool_parser: str | None = None  # the model's format, for auto
+    native_calls: bool = False  # named / required read by the tool-call parser too (vLLM 0.32's parsers, most)
     reasoning_parser: str | None = None
     include_reasoning: bool = True
     parallel_tool_calls: bool = True
@@ -64,7 +67,8 @@ class ChatChoice:
             if opts.reasoning_parser and not opts.harmony else None
         self._counted = counter_of(self.reasoner, opts.reasoning_marks) if self.reasoner else None
         self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
-            if opts.tool_mode == "auto" and opts.tool_parser and not opts.harmony else None
+            if opts.tool_parser and not opts.harmony and (opts.tool_mode == "auto" or opts.native_calls
+                                                          and opts.tool_mode in ("named", "required")) else None
         self.content: list[str] = []
         self._echo = opts.echo
         self.reasoning: list[str] = []
@@ -74,6 +78,7 @@ class ChatChoice:
         self._raw: list[str] = []  # named / required: the JSON the engine was held to
         self._named_open = False
         self._dropping = False  # the call under way is left out (parallel_tool_calls false, a call taken before)
+        self._void: set[int] = set()  # calls streamed that never became calls: a whole answer leaves them out
 
     def delta(self, piece: Piece) -> dict[str, Any] | None:
         """The stream choice for `piece` (None: nothing to send yet)."""
@@ -149,16 +154,20 @@ class ChatChoice:
         self.last(outcome)
         text = "".join(self.content)
         held = self.opts.tool_mode in ("named", "required")  # vLLM's content is then text, if empty
-        message: dict[str, Any] = {"role": self.opts.role, "content": text if text or not self.calls or held else None,
+        calls = [c for i, c in enumerate(self.calls) if i not in self._void]
+        if (calls or held) and not text.strip():
+            text = ""  # (white space beside calls, or instead of them, is no content, as vLLM reads a whole answer)
+        message: dict[str, Any] = {"role": self.opts.role, "content": text if text or not calls or held else None,
                                    "refusal": None}  # fmt: skip
-        if self.calls:
-            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in self.calls]
+        if calls:
+            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
         if self.opts.reasoning_parser is not None and self.opts.include_reasoning:
             reasoning = "".join(self.reasoning) or None
             message["reasoning"] = message["reasoning_content"] = reasoning
         choice = {"index": self.index, "message": message,
                   "logprobs": {"content": self.logprobs} if self.opts.top_logprobs is not None else None,
-                  "finish_reason": self._finish_reason(outcome), "stop_reason": outcome.stop_reason}  # fmt: skip
+                  "finish_reason": self._finish_reason(outcome, bool(calls), whole=True),
+                  "stop_reason": outcome.stop_reason}  # fmt: skip
         if self.opts.return_token_ids:
             choice["token_ids"] = self.token_ids
         return choice
@@ -199,7 +208,7 @@ class ChatChoice:
         if self.harmony is not None:  # (its calls come from its messages, whatever the tool_choice)
             self._content(content, delta)
             return out
-        if mode == "named":
+        if mode == "named" and self.parser is None:
             if content:
                 self._raw.append(content)
                 if not self._named_open:
@@ -210,7 +219,7 @@ class ChatChoice:
                     out.append({"index": 0, "function": {"arguments": content}})
                 self.calls[0]["function"]["arguments"] += content
             return out
-        if mode == "required":
+        if mode == "required" and self.parser is None:
             self._raw.append(content)
             if final:
                 out = [self._add_call(c) for c in _required_calls("".join(self._raw))]
@@ -236,6 +245,10 @@ class ChatChoice:
     def _call_delta(self, call: ParsedCall) -> dict[str, Any] | None:
         """A call, or a piece of one (a call whose arguments stream: `open`, then `more`), as a stream delta; None:
         nothing to send (a later call with parallel_tool_calls false, an empty piece)."""
+        if call.part == "void":
+            if not self._dropping and self.calls:
+                self._void.add(len(self.calls) - 1)
+            return None
         if call.part == "more":
             if self._dropping or not call.arguments:
                 return None
@@ -249,8 +262,12 @@ class ChatChoice:
         self.calls.append(entry)
         return entry
 
-    def _finish_reason(self, outcome: Outcome) -> str | None:
-        if self.calls and self.opts.tool_mode in ("auto", "required") and outcome.finish_reason == "stop":
+    def _finish_reason(self, outcome: Outcome, called: bool | None = None, whole: bool = False) -> str | None:
+        """vLLM's: `tool_calls` for a stop after calls (`called`: whether the answer has any), but for a named tool;
+        a whole answer to required, always."""
+        called = bool(self.calls) if called is None else called
+        if outcome.finish_reason == "stop" and (called or whole) and (
+                self.opts.tool_mode == "required" or called and self.opts.tool_mode == "auto"):  # fmt: skip
             return "tool_calls"
         return outcome.finish_reason
 

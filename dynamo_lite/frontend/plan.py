@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dynamo_lite.config import ModelSpec
-from dynamo_lite.frontend import harmony, harmony_tags
+from dynamo_lite.frontend import harmony, harmony_tags, tool_tags
 from dynamo_lite.frontend.choice import ChatChoice, ChatOptions, CompletionChoice
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.logprobs import CompletionLogprobs
@@ -95,30 +95,43 @@ def chat_structured(body: ChatCompletionRequest, spec: ModelSpec, tok: ModelToke
     """What the engine holds a chat answer to: tool_choice required or named, else the response format; for a
     gpt-oss model with Harmony's parsers, as one structural tag (harmony_tags.py)."""
     if tok.harmony and harmony.PARSERS & {spec.tool_call_parser, spec.reasoning_parser}:
-        tool_structured(body)  # (its checks of the named tool)
+        tool_tags.named_tool(body)  # (its check of the named tool)
         return harmony_tags.structured_outputs(body, spec.tool_call_parser == harmony.TOOL_PARSER)
+    return tool_held(body, spec.tool_call_parser)
+
+
+def tool_held(body: ChatCompletionRequest, tool_parser: str | None) -> dict[str, Any] | None:
+    """What the engine holds the answer to, for a model of tool-call parser `tool_parser`: the model's own format
+    (tool_tags.py) for the parsers that read required / named answers so, else the JSON of `tool_structured`."""
+    if tool_parser in tool_tags.NATIVE:
+        return tool_tags.structured_outputs(body, tool_parser)
     return tool_structured(body) or body.structured()
 
 
 def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
-    """required / named tool_choice as the JSON schema the engine holds the output to (as vLLM does)."""
-    choice = body.effective_tool_choice()
-    tools = body.tools or []
-    if isinstance(choice, NamedToolChoice):
-        tool = next((t for t in tools if t.function.name == choice.function.name), None)
-        if tool is None:
-            raise ApiError(400, "The tool specified in `tool_choice` does not match any of the specified `tools`.",
-                           param="tool_choice", code="invalid_value")
-        return {"json": tool.function.parameters or {"type": "object"}}
-    if choice == "required":
-        items = [{"type": "object", "properties": {"name": {"type": "string", "enum": [t.function.name]},
-                                                   "parameters": t.function.parameters or {"type": "object"}},
-                  "required": ["name", "parameters"]} for t in tools]  # fmt: skip
-        schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"anyOf": items}}
-        if body.parallel_tool_calls is False:
-            schema["maxItems"] = 1
-        return {"json": schema}
-    return None
+    """required / named tool_choice as the JSON schema the engine holds the output to, as vLLM builds it
+    (`vllm/tool_parsers/utils.py`): required is a list of `{"name", "parameters"}` objects, the tools' `$defs`
+    moved to the list's."""
+    if (tool := tool_tags.named_tool(body)) is not None:
+        return {"json": tool.function.parameters or {"type": "object", "properties": {}}}
+    if body.effective_tool_choice() != "required":
+        return None
+    items, defs = [], {}
+    for t in body.tools or ():
+        params = dict(t.function.parameters or {})
+        for name, schema in (params.pop("$defs", None) or {}).items():
+            if defs.setdefault(name, schema) != schema:
+                raise ApiError(400, f"Tool definition '{name}' has multiple schemas, which is not supported.",
+                               param="tools", code="invalid_value")
+        items.append({"properties": {"name": {"type": "string", "enum": [t.function.name]},
+                                     "parameters": params or {"type": "object", "properties": {}}},
+                      "required": ["name", "parameters"]})  # fmt: skip
+    schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": items}}
+    if body.parallel_tool_calls is False:
+        schema["maxItems"] = 1
+    if defs:
+        schema["$defs"] = defs
+    return {"json": schema}
 
 
 def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
@@ -141,15 +154,18 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
     last = body.messages[-1]
     role = "assistant" if body.add_generation_prompt else last.role  # vLLM's answer role
     mode = "named" if isinstance(choice, NamedToolChoice) else choice
+    native = spec.tool_call_parser in tool_tags.NATIVE
     kwargs = reasoning_kwargs(body, spec, tok.chat_template if tok else "")
     return ChatOptions(
         tool_mode=mode, tool_name=choice.function.name if isinstance(choice, NamedToolChoice) else None,
         tool_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser,
+        native_calls=native,
         tool_properties={t.function.name: (t.function.parameters or {}).get("properties") or {}
                          for t in body.tools or ()},
         template_kwargs=kwargs,
         reasoning_open=spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].opened_by(prompt),
-        drop_special=dropped_specials(spec, kwargs, mode == "auto", tok.special_tokens if tok else ()),
+        drop_special=dropped_specials(spec, kwargs, mode == "auto" or native and mode != "none",
+                                     tok.special_tokens if tok else ()),
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
         top_logprobs=-1 if body.logprob_token_ids and body.logprobs else body.logprobs_k(),
         echo=last.text() if body.echo and last.role == role else "", return_token_ids=bool(body.return_token_ids),

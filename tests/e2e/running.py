@@ -6,8 +6,10 @@ says it is up, stopped with SIGTERM. No test imports another test module; they s
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import urllib.request
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,3 +55,13 @@ def orchestrator_up(tmp: Path, port: int, spec_text: str, cls: type[R]) -> Itera
         if up.poll() is None:
             up.send_signal(signal.SIGTERM)
             up.wait(120)
+
+
+def await_aggregated(cluster: Running, model: str, timeout: float = 600) -> None:
+    """Until the frontend sees one aggregated worker of `model` (a real engine takes minutes to load)."""
+
+    def serving() -> bool:
+        health = json.loads(urllib.request.urlopen(f"{cluster.url}/health", timeout=5).read())
+        return health["models"].get(model, {}).get("aggregated") == 1
+
+    eventually(serving, timeout=timeout, interval=1, what=f"the worker of {model} in the frontend's view")

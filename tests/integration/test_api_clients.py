@@ -271,13 +271,17 @@ async def test_openai_agents_sdk_on_responses_and_chat(url: str) -> None:
                 else:
                     await Runner.run(loop, "Weather in Paris?", max_turns=3)
             assert ended.value.run_data is not None
-            assert [type(i).__name__ for i in ended.value.run_data.new_items] == turn * 3, (model, stream)
+            # (the "\n" between the reasoning and the call is a message only in a stream: a whole answer, as vLLM's,
+            # makes white space beside calls no content)
+            expected = turn if stream else [t for t in turn if t != "MessageOutputItem"]
+            assert [type(i).__name__ for i in ended.value.run_data.new_items] == expected * 3, (model, stream)
     await client.close()
 
 
 async def test_pydantic_ai_text_and_typed_output(url: str) -> None:
     """Pydantic AI on chat completions and the Responses API: text whole and streamed, and a typed output, which
-    it asks for as a `final_result` tool with tool_choice required (answered as vLLM's JSON list of calls)."""
+    it asks for as a `final_result` tool with tool_choice required (answered in hermes' format, as vLLM 0.32
+    holds a hermes model to)."""
     from openai import AsyncOpenAI
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -285,7 +289,7 @@ async def test_pydantic_ai_text_and_typed_output(url: str) -> None:
 
     client = AsyncOpenAI(base_url=f"{url}/v1", api_key="none", max_retries=0)
     provider = OpenAIProvider(openai_client=client)
-    required = '[{"name": "final_result", "parameters": ' + WEATHER_JSON + "}]"
+    required = '<tool_call>\n{"name": "final_result", "arguments": ' + WEATHER_JSON + "}\n</tool_call>"
     for model in (OpenAIChatModel("a", provider=provider), OpenAIResponsesModel("a", provider=provider)):
         agent = Agent(model, instructions="Be brief.")
         hello = {"max_tokens": 40, "extra_body": script("Hello there")}

@@ -123,14 +123,19 @@ def test_tool_call_parsed_whole_and_streamed(client: openai.OpenAI) -> None:
 
 
 def test_named_and_required_tool_choice_through_structured_output(client: openai.OpenAI) -> None:
-    named = client.chat.completions.create(model="a", messages=HI, tools=[WEATHER], max_tokens=60,
+    """Model `a` has the hermes parser: the engine is held to hermes' own `<tool_call>` format (a structural tag,
+    as vLLM 0.32 holds it), with the arguments held to the tool's schema only when the tool is strict."""
+    strict = {**WEATHER, "function": {**WEATHER["function"], "strict": True}}
+    named = client.chat.completions.create(model="a", messages=HI, tools=[strict], max_tokens=60,
                                            tool_choice={"type": "function", "function": {"name": "get_weather"}})
     (tc,) = named.choices[0].message.tool_calls
     jsonschema.validate(json.loads(tc.function.arguments), WEATHER["function"]["parameters"])
+    assert named.choices[0].finish_reason == "stop" and named.choices[0].message.content == ""
     required = client.chat.completions.create(model="a", messages=HI, tools=[WEATHER], max_tokens=60,
                                               tool_choice="required")
     assert required.choices[0].finish_reason == "tool_calls"
     assert required.choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert isinstance(json.loads(required.choices[0].message.tool_calls[0].function.arguments), dict)
     with pytest.raises(openai.BadRequestError, match="does not match any"):
         client.chat.completions.create(model="a", messages=HI, tools=[WEATHER],
                                        tool_choice={"type": "function", "function": {"name": "nope"}})

@@ -5,7 +5,9 @@ structured-output schema holds it to, plausible logprobs, and vLLM's text-level 
   arguments) makes the mock emit that text, a word or punctuation mark per token, then EOS
   (unless ignore_eos): a tool call in a model's format reaches the frontend's parsers as a
   model would write it. `structured_outputs` json / json_object / choice (or a json_schema
-  `response_format`) script a value that satisfies them; regex and grammar are not simulated.
+  `response_format`) script a value that satisfies them, and so does a structural tag whose arguments are
+  JSON (a call in the first of its tags: hermes, llama, the DeepSeek R1 / V3.1 formats); regex, grammar and
+  the XML argument styles are not simulated.
 - Logprobs: the sampled token is the most likely (greedy-consistent), its probability and the
   alternatives' a pure function of (request key, position), so P and D and reruns agree.
 - Stop strings are matched on the output text, as vLLM's detokenizer does (not before
@@ -47,7 +49,40 @@ def script_for(xargs: dict[str, Any] | None, structured: dict[str, Any] | None, 
         return json.dumps({"mock": f"t{key % 1000}"})
     if structured.get("choice"):
         return str(structured["choice"][key % len(structured["choice"])])
+    if structured.get("structural_tag"):
+        tag = json.loads(structured["structural_tag"])
+        return tagged(tag.get("format"), key) if isinstance(tag, dict) else None
     return None
+
+
+def tagged(shape: Any, key: int) -> str | None:
+    """Text a structural tag's format holds (None: a part the mock does not simulate): the first of each choice,
+    none of what is optional, a call where calls may start, any JSON as `{}`."""
+    kind = shape.get("type") if isinstance(shape, dict) else None
+    parts: list[Any]
+    if kind == "const_string":
+        return shape["value"]
+    if kind == "any_text":
+        return "Mock text."
+    if kind == "json_schema" and shape.get("style", "json") == "json":
+        schema = shape["json_schema"]
+        return json.dumps(instance(schema, schema, key) if schema is not True else {})
+    if kind == "tag":
+        end = shape["end"][0] if isinstance(shape["end"], list) else shape["end"]
+        parts = [shape["begin"], tagged(shape["content"], key), end]
+    elif kind == "sequence":
+        parts = [tagged(s, key) for s in shape["elements"]]
+    elif kind == "or":
+        parts = [tagged(shape["elements"][0], key)]
+    elif kind in ("optional", "star"):
+        return ""
+    elif kind == "plus":
+        parts = [tagged(shape["content"], key)]
+    elif kind in ("tags_with_separator", "triggered_tags"):
+        parts = [tagged(shape["tags"][0], key)]
+    else:
+        return None
+    return None if None in parts else "".join(parts)
 
 
 def instance(schema: Any, root: Any, key: int, depth: int = 0) -> Any:

@@ -16,11 +16,12 @@ from dynamo_lite.frontend.tools.coerce import coerce_arguments
 @dataclass(frozen=True, slots=True)
 class ParsedCall:
     """A call, or (streaming) a piece of one: `open` starts a call whose arguments come in pieces, `more` is the next
-    piece of the call opened last (its `name` repeated)."""
+    piece of the call opened last (its `name` repeated), `void` says the call opened last never became one (the
+    output ended inside it: a whole answer leaves it out, as vLLM's; a stream cannot take it back)."""
 
     name: str
     arguments: str  # JSON text of the arguments object (of `open` / `more`: a piece of it)
-    part: Literal["whole", "open", "more"] = "whole"
+    part: Literal["whole", "open", "more", "void"] = "whole"
 
 
 @dataclass(slots=True)
@@ -96,6 +97,9 @@ class ToolParser:
             self._cut(out, final=True)
             self._say(out, self._buf)  # what never became a call is content, as in vLLM's parsers
             self._buf = ""
+            if self._streamed is not None:
+                out.calls.append(ParsedCall("", "", "void"))
+                self._streamed = None
         self._say(out, self._held)
         self._held = ""
         return out

@@ -1,0 +1,91 @@
+"""What holds a tool-calling answer in the model's own format: the structural tags vLLM 0.32 builds.
+
+vLLM 0.32 parses tool_choice required and a named tool with the model's own tool-call parser, as it parses auto,
+for the formats whose parser says it cannot read the JSON list older vLLM held such answers to
+(`supports_required_and_named = False`: hermes, qwen3, llama3, the deepseeks, kimi, glm, minimax, ...). Where
+the parser names a structural tag model, the engine holds the answer to an xgrammar structural tag that writes
+the calls the model's way (`vllm/parser/abstract_parser.py`, `_apply_structural_tag`):
+- required: only calls, at least one; a named tool: that one call; auto: text, or calls where the text starts
+  one, but only when a tool is `strict`, parallel_tool_calls is false, or the format asks for the envelope
+  always (glm45 / glm47: vLLM's `default_tool_strict_level` function);
+- a call's arguments are held to the tool's parameters only when the tool is `strict`, else to any JSON;
+- parallel_tool_calls false stops after the first call;
+- under auto with a response format, the answer is either the calls or the response format.
+
+The tags are the JSON vLLM sends the engine (a unit test builds them with vLLM and compares); vLLM's
+`--tool-strict-level` is left at its default, auto. gpt-oss (Harmony) has its own: harmony_tags.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.messages import NamedToolChoice, Tool
+from dynamo_lite.frontend.schemas import ChatCompletionRequest
+from dynamo_lite.frontend.tool_tags import deepseek, json_calls, xml
+from dynamo_lite.frontend.tool_tags.shapes import Choice, Fn, Shape, either, held_format, single_call
+
+BUILDERS: dict[str, Callable[[Sequence[Fn], Choice], Shape]] = {**json_calls.BUILDERS, **deepseek.BUILDERS,
+                                                                 **xml.BUILDERS}
+
+# vLLM's --tool-call-parser -> (its structural tag model, whether it holds the calls' envelope under auto too)
+TAGGED: dict[str, tuple[str, bool]] = {
+    "hermes": ("hermes", False), "qwen3_json": ("hermes", False), "longcat": ("longcat", False),
+    "llama3_json": ("llama", False), "llama4_json": ("llama", False),
+    "deepseek_v3": ("deepseek_r1", False), "deepseek_v31": ("deepseek_v3_1", False),
+    "deepseek_v32": ("deepseek_v3_2", False), "deepseek_v4": ("deepseek_v4", False),
+    "deepseek_v41": ("deepseek_v4_1", False), "kimi_k2": ("kimi", False),
+    "qwen3_coder": ("qwen_3_coder", False), "qwen3_xml": ("qwen_3_coder", False), "step3p5": ("qwen_3_coder", False),
+    "mimo": ("mimo", False), "glm45": ("glm_4_7", True), "glm47": ("glm_4_7", True), "ling3": ("glm_4_7", False),
+    "minimax_m2": ("minimax", False), "kimi_k3": ("kimi_k3", False),
+}  # fmt: skip
+# The parsers that read required / named answers in their own format, as auto: the tagged ones, and those
+# vLLM leaves unheld (no structural tag model).
+NATIVE = frozenset(TAGGED) | {"gemma4", "minimax_m3"}
+
+
+def named_tool(body: ChatCompletionRequest) -> Tool | None:
+    """The tool a named tool_choice names (a 400 when it is not among the tools); None: no tool is named."""
+    choice = body.effective_tool_choice()
+    if not isinstance(choice, NamedToolChoice):
+        return None
+    tool = next((t for t in body.tools or () if t.function.name == choice.function.name), None)
+    if tool is None:
+        raise ApiError(400, "The tool specified in `tool_choice` does not match any of the specified `tools`.",
+                       param="tool_choice", code="invalid_value")
+    return tool
+
+
+def structured_outputs(body: ChatCompletionRequest, tool_parser: str) -> dict[str, Any] | None:
+    """The engine's `structured_outputs` for a chat request to a model whose tool-call parser is one of `NATIVE`
+    (None: nothing held), as vLLM 0.32's parser adjusts the request."""
+    held = body.structured()
+    choice = body.effective_tool_choice()
+    named = named_tool(body)
+    if tool_parser not in TAGGED or not body.tools or choice == "none":
+        return held
+    model, envelope = TAGGED[tool_parser]
+    auto = choice == "auto"
+    envelope = envelope or (body.parallel_tool_calls is False and not (auto and held is not None))
+    if auto and not envelope and not any(t.function.strict is True for t in body.tools):
+        return held  # no tool is held: the response format alone, as vLLM
+    response = held_format(held) if auto and held is not None else None
+    simple: Choice = "forced" if named is not None else "required" if response is not None or not auto else "auto"
+    tools = [named] if named is not None else body.tools
+    shape = BUILDERS[model]([Fn(t.function.name, _arguments(t), t.function.strict is True, t.function.parameters)
+                            for t in tools], simple)
+    if body.parallel_tool_calls is False:
+        shape = single_call(shape)
+    if response is not None:
+        shape = either(shape, response)
+    return {"structural_tag": json.dumps({"type": "structural_tag", "format": shape})}
+
+
+def _arguments(tool: Tool) -> Any:
+    """A tool's arguments as held: its parameters when it is strict, else any JSON (vLLM's auto strict level)."""
+    if tool.function.strict is not True:
+        return True
+    return tool.function.parameters if tool.function.parameters is not None else True
