@@ -21,6 +21,8 @@ from typing import Any
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.messages import NamedToolChoice
 from dynamo_lite.frontend.schemas import ChatCompletionRequest
+from dynamo_lite.frontend.tool_tags import held_arguments
+from dynamo_lite.frontend.tool_tags.shapes import any_text, json_schema
 
 _END = ["<|end|>", ""]  # a message's end, or a stop token (xgrammar writes those as "")
 _CONSTRAINS = (" json", " <|constrain|>json")
@@ -42,10 +44,11 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: bool) -> dict[s
         return _wire(tag)  # no tool is held: the response format alone, as vLLM
     named = choice.function.name if isinstance(choice, NamedToolChoice) else None
     tools = [t for t in body.tools if named is None or t.function.name == named]
-    calls = [_tag(begin.format(name=t.function.name, channel=channel, constrain=constrain), _json(_arguments(t)))
+    calls = [_tag(begin.format(name=t.function.name, channel=channel, constrain=constrain),
+                  json_schema(held_arguments(t)))
              for t in tools for begin in _CALLS for constrain in _CONSTRAINS for channel in _CHANNELS]
     if auto and tag is None:  # a plain answer is allowed too
-        calls += [_tag(f"<|channel|>final{c}<|message|>", _any()) for c in (*_CONSTRAINS, "")]
+        calls += [_tag(f"<|channel|>final{c}<|message|>", any_text()) for c in (*_CONSTRAINS, "")]
     tools_tag = _assemble(True, {"type": "or", "elements": calls})
     if auto and tag is not None:
         tools_tag = {"type": "structural_tag", "format": {"type": "or", "elements": [tools_tag["format"],
@@ -56,10 +59,10 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: bool) -> dict[s
 def _final_held(held: dict[str, Any]) -> dict[str, Any] | None:
     """The tag holding the final message's text to a response format (vLLM's `_adjust_output_format`)."""
     if held.get("json_object"):
-        content = _json({"type": "object"})
+        content = json_schema({"type": "object"})
     elif held.get("json") is not None:
         schema = held["json"]
-        content = _json(json.loads(schema) if isinstance(schema, str) else schema)
+        content = json_schema(json.loads(schema) if isinstance(schema, str) else schema)
     elif held.get("regex") is not None:
         content = {"type": "regex", "pattern": held["regex"]}
     elif held.get("choice") is not None:
@@ -82,13 +85,6 @@ def _final_held(held: dict[str, Any]) -> dict[str, Any] | None:
     return _assemble(False, final)
 
 
-def _arguments(tool: Any) -> Any:
-    """A tool's arguments as held: its parameters when it is strict, else any JSON (vLLM's auto strict level)."""
-    if tool.function.strict is not True:
-        return True
-    return tool.function.parameters if tool.function.parameters is not None else True
-
-
 def _assemble(commentary: bool, content: dict[str, Any]) -> dict[str, Any]:
     before = [_preamble("analysis"), *([_preamble("commentary")] if commentary else [])]
     return {"type": "structural_tag", "format": {"type": "sequence", "elements": [*before, content]}}
@@ -97,21 +93,12 @@ def _assemble(commentary: bool, content: dict[str, Any]) -> dict[str, Any]:
 def _preamble(channel: str) -> dict[str, Any]:
     """An optional message on `channel` before the held one."""
     return {"type": "optional", "content": {"type": "sequence", "elements": [
-        _tag(f"<|channel|>{channel}<|message|>", _any(), "<|end|>"),
+        _tag(f"<|channel|>{channel}<|message|>", any_text(), "<|end|>"),
         {"type": "const_string", "value": "<|start|>assistant"}]}}  # fmt: skip
 
 
 def _tag(begin: str, content: dict[str, Any], end: Any = None) -> dict[str, Any]:
     return {"type": "tag", "begin": begin, "content": content, "end": _END if end is None else end}
-
-
-def _any() -> dict[str, Any]:
-    return {"type": "any_text", "excludes": [], "max_tokens": None, "max_chars": None}
-
-
-def _json(schema: Any) -> dict[str, Any]:
-    return {"type": "json_schema", "json_schema": schema, "style": "json", "any_order": False,
-            "max_whitespace_cnt": None, "excludes": []}  # fmt: skip
 
 
 def _wire(tag: dict[str, Any] | None) -> dict[str, Any] | None:

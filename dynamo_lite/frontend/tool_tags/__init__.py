@@ -75,7 +75,7 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: str) -> dict[st
     response = held_format(held) if auto and held is not None else None
     simple: Choice = "forced" if named is not None else "required" if response is not None or not auto else "auto"
     tools = [named] if named is not None else body.tools
-    shape = BUILDERS[model]([Fn(t.function.name, _arguments(t), t.function.strict is True, t.function.parameters)
+    shape = BUILDERS[model]([Fn(t.function.name, held_arguments(t), t.function.strict is True, t.function.parameters)
                             for t in tools], simple)
     if body.parallel_tool_calls is False:
         shape = single_call(shape)
@@ -84,7 +84,7 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: str) -> dict[st
     return {"structural_tag": json.dumps({"type": "structural_tag", "format": shape})}
 
 
-def _arguments(tool: Tool) -> Any:
+def held_arguments(tool: Tool) -> Any:
     """A tool's arguments as held: its parameters when it is strict, else any JSON (vLLM's auto strict level)."""
     if tool.function.strict is not True:
         return True
