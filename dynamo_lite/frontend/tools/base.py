@@ -97,7 +97,7 @@ class ToolParser:
             self._cut(out, final=True)
             self._say(out, self._buf)  # what never became a call is content, as in vLLM's parsers
             self._buf = ""
-            if self._streamed is not None:
+            if self._streamed is not None:  # the output ended inside the call opened
                 out.calls.append(ParsedCall("", "", "void"))
                 self._streamed = None
         self._say(out, self._held)
@@ -152,6 +152,8 @@ class ToolParser:
             if taken is None:
                 if not final and self.dead(self._buf):  # what the end of the output would say of it, said now
                     self._say(out, self._buf)
+                    if self._streamed is not None:
+                        out.calls.append(ParsedCall("", "", "void"))
                     self._buf, self._in_calls, self._plain, self._streamed = "", False, True, None
                 elif not final:
                     self._stream(out)

@@ -91,3 +91,13 @@ def test_required_without_a_call_is_empty_content_and_still_tool_calls_when_whol
         assert any("tool_calls" in d["delta"] for d in streamed)
         assert cut["message"]["content"] == cut_short and "tool_calls" not in cut["message"]
         assert cut["finish_reason"] == "length"
+
+
+def test_a_section_that_proves_no_call_is_no_call_in_a_whole_answer() -> None:
+    """hermes: the call opened in the stream once its name was read, then its arguments proved not JSON. The
+    stream cannot take it back; a whole answer is vLLM's: no call, all of the output its content."""
+    text = '<tool_call>\n{"name": "weather", "arguments": {"city": Oslo}}\n</tool_call> Then more.'
+    streamed, whole = answer("hermes", {"tool_choice": "auto"}, text)
+    assert any("tool_calls" in d["delta"] for d in streamed)
+    assert whole["message"]["content"] == text and "tool_calls" not in whole["message"]
+    assert whole["finish_reason"] == "stop"
