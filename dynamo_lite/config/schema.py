@@ -74,6 +74,8 @@ class ModelSpec(Section):
     """Context length: prompt plus output tokens."""
     tool_call_parser: ToolCallParser | None = None
     """How the model writes tool calls (vLLM's --tool-call-parser); needed for tool_choice auto. null: auto is a 400. `openai` (with `reasoning_parser: openai_gptoss`) is gpt-oss's Harmony, for a model whose config.json says `model_type: gpt_oss` only."""
+    tool_strict_level: Literal["auto", "function", "parameter"] = "auto"
+    """How far the engine holds tool calls (vLLM's --tool-strict-level), for the parsers held to the model's own call format: auto, the calls' form where tool_choice is required or named, or auto with a `strict` tool or parallel_tool_calls false, and a call's arguments for a `strict` tool only; function, the form under tool_choice auto too; parameter, every tool's arguments as well, as if all were strict."""
     reasoning_parser: ReasoningParserName | None = None
     """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content. vLLM engines get it too: structured output then holds only after the reasoning."""
     default_chat_template_kwargs: dict[str, Any] = {}

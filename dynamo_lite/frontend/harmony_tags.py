@@ -21,7 +21,7 @@ from typing import Any
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.messages import NamedToolChoice
 from dynamo_lite.frontend.schemas import ChatCompletionRequest
-from dynamo_lite.frontend.tool_tags import held_arguments
+from dynamo_lite.frontend.tool_tags import held_arguments, holds, strictness
 from dynamo_lite.frontend.tool_tags.shapes import any_text, json_schema
 
 _END = ["<|end|>", ""]  # a message's end, or a stop token (xgrammar writes those as "")
@@ -30,22 +30,23 @@ _CHANNELS = ("<|channel|>commentary", "<|channel|>analysis", "<|channel|>final")
 _CALLS = (" to=functions.{name}{channel}{constrain}<|message|>", "{channel} to=functions.{name}{constrain}<|message|>")
 
 
-def structured_outputs(body: ChatCompletionRequest, tool_parser: bool) -> dict[str, Any] | None:
+def structured_outputs(body: ChatCompletionRequest, tool_parser: bool, level: str = "auto") -> dict[str, Any] | None:
     """The engine's `structured_outputs` for a gpt-oss chat request (None: not held), as vLLM's HarmonyParser
-    adjusts the request; `tool_parser`: the model has Harmony's tool-call parser (`openai`)."""
+    adjusts the request; `tool_parser`: the model has Harmony's tool-call parser (`openai`); `level`: the
+    model's tool_strict_level."""
     held = body.structured()
     tag = _final_held(held) if held is not None else None
     choice = body.effective_tool_choice()
     if not (tool_parser and body.tools and (choice in ("auto", "required") or isinstance(choice, NamedToolChoice))):
         return _wire(tag)
     auto = choice == "auto"
-    level_function = body.parallel_tool_calls is False and not (auto and tag is not None)
-    if auto and not level_function and not any(t.function.strict is True for t in body.tools):
+    level = strictness(body, level, tag)
+    if not holds(body, level):
         return _wire(tag)  # no tool is held: the response format alone, as vLLM
     named = choice.function.name if isinstance(choice, NamedToolChoice) else None
     tools = [t for t in body.tools if named is None or t.function.name == named]
     calls = [_tag(begin.format(name=t.function.name, channel=channel, constrain=constrain),
-                  json_schema(held_arguments(t)))
+                  json_schema(held_arguments(t, t.function.strict is True or level == "parameter")))
              for t in tools for begin in _CALLS for constrain in _CONSTRAINS for channel in _CHANNELS]
     if auto and tag is None:  # a plain answer is allowed too
         calls += [_tag(f"<|channel|>final{c}<|message|>", any_text()) for c in (*_CONSTRAINS, "")]

@@ -96,15 +96,17 @@ def chat_structured(body: ChatCompletionRequest, spec: ModelSpec, tok: ModelToke
     gpt-oss model with Harmony's parsers, as one structural tag (harmony_tags.py)."""
     if tok.harmony and harmony.PARSERS & {spec.tool_call_parser, spec.reasoning_parser}:
         tool_tags.named_tool(body)  # (its check of the named tool)
-        return harmony_tags.structured_outputs(body, spec.tool_call_parser == harmony.TOOL_PARSER)
-    return tool_held(body, spec.tool_call_parser)
+        return harmony_tags.structured_outputs(body, spec.tool_call_parser == harmony.TOOL_PARSER,
+                                               spec.tool_strict_level)  # fmt: skip
+    return tool_held(body, spec.tool_call_parser, spec.tool_strict_level)
 
 
-def tool_held(body: ChatCompletionRequest, tool_parser: str | None) -> dict[str, Any] | None:
-    """What the engine holds the answer to, for a model of tool-call parser `tool_parser`: the model's own format
-    (tool_tags.py) for the parsers that read required / named answers so, else the JSON of `tool_structured`."""
+def tool_held(body: ChatCompletionRequest, tool_parser: str | None, level: str = "auto") -> dict[str, Any] | None:
+    """What the engine holds the answer to, for a model of tool-call parser `tool_parser` and tool_strict_level
+    `level`: the model's own format (tool_tags.py) for the parsers that read required / named answers so, else
+    the JSON of `tool_structured`."""
     if tool_parser in tool_tags.NATIVE:
-        return tool_tags.structured_outputs(body, tool_parser)
+        return tool_tags.structured_outputs(body, tool_parser, level)
     return tool_structured(body) or body.structured()
 
 

@@ -6,14 +6,16 @@ for the formats whose parser says it cannot read the JSON list older vLLM held s
 the parser names a structural tag model, the engine holds the answer to an xgrammar structural tag that writes
 the calls the model's way (`vllm/parser/abstract_parser.py`, `_apply_structural_tag`):
 - required: only calls, at least one; a named tool: that one call; auto: text, or calls where the text starts
-  one, but only when a tool is `strict`, parallel_tool_calls is false, or the format asks for the envelope
-  always (glm45 / glm47: vLLM's `default_tool_strict_level` function);
-- a call's arguments are held to the tool's parameters only when the tool is `strict`, else to any JSON;
+  one, but only when a tool is `strict`, parallel_tool_calls is false, the model's `tool_strict_level` is
+  function or parameter, or (at auto) the format asks for the envelope always (glm45 / glm47: vLLM's
+  `default_tool_strict_level` function);
+- a call's arguments are held to the tool's parameters only when the tool is `strict` or the level is
+  parameter, else to any JSON;
 - parallel_tool_calls false stops after the first call;
 - under auto with a response format, the answer is either the calls or the response format.
 
-The tags are the JSON vLLM sends the engine (a unit test builds them with vLLM and compares); vLLM's
-`--tool-strict-level` is left at its default, auto. gpt-oss (Harmony) has its own: harmony_tags.py.
+The tags are the JSON vLLM sends the engine (a unit test builds them with vLLM and compares);
+`models[].tool_strict_level` is vLLM's `--tool-strict-level`. gpt-oss (Harmony) has its own: harmony_tags.py.
 """
 
 from __future__ import annotations
@@ -59,24 +61,40 @@ def named_tool(body: ChatCompletionRequest) -> Tool | None:
     return tool
 
 
-def structured_outputs(body: ChatCompletionRequest, tool_parser: str) -> dict[str, Any] | None:
+def strictness(body: ChatCompletionRequest, level: str, held: dict[str, Any] | None) -> str:
+    """The strict level a request is held at (vLLM's `_apply_structural_tag`): the model's, at least function
+    when one call is asked for (but under auto with a response format)."""
+    if body.parallel_tool_calls is False and not (body.effective_tool_choice() == "auto" and held is not None):
+        return "function" if level == "auto" else level
+    return level
+
+
+def holds(body: ChatCompletionRequest, level: str) -> bool:
+    """Whether the calls are held at all: always where tool_choice asks for a call; under auto, from the function
+    level on, or for a strict tool."""
+    return body.effective_tool_choice() != "auto" or level != "auto" or any(t.function.strict is True
+                                                                             for t in body.tools or ())  # fmt: skip
+
+
+def structured_outputs(body: ChatCompletionRequest, tool_parser: str, level: str = "auto") -> dict[str, Any] | None:
     """The engine's `structured_outputs` for a chat request to a model whose tool-call parser is one of `NATIVE`
-    (None: nothing held), as vLLM 0.32's parser adjusts the request."""
+    (None: nothing held), as vLLM 0.32's parser adjusts the request; `level`: the model's tool_strict_level."""
     held = body.structured()
     choice = body.effective_tool_choice()
     named = named_tool(body)
     if tool_parser not in TAGGED or not body.tools or choice == "none":
         return held
     model, envelope = TAGGED[tool_parser]
+    level = strictness(body, "function" if level == "auto" and envelope else level, held)
     auto = choice == "auto"
-    envelope = envelope or (body.parallel_tool_calls is False and not (auto and held is not None))
-    if auto and not envelope and not any(t.function.strict is True for t in body.tools):
+    if not holds(body, level):
         return held  # no tool is held: the response format alone, as vLLM
     response = held_format(held) if auto and held is not None else None
     simple: Choice = "forced" if named is not None else "required" if response is not None or not auto else "auto"
     tools = [named] if named is not None else body.tools
-    shape = BUILDERS[model]([Fn(t.function.name, held_arguments(t), t.function.strict is True, t.function.parameters)
-                            for t in tools], simple)
+    strict = [t.function.strict is True or level == "parameter" for t in tools]
+    shape = BUILDERS[model]([Fn(t.function.name, held_arguments(t, s), s, t.function.parameters)
+                             for t, s in zip(tools, strict, strict=True)], simple)
     if body.parallel_tool_calls is False:
         shape = single_call(shape)
     if response is not None:
@@ -84,8 +102,8 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: str) -> dict[st
     return {"structural_tag": json.dumps({"type": "structural_tag", "format": shape})}
 
 
-def held_arguments(tool: Tool) -> Any:
-    """A tool's arguments as held: its parameters when it is strict, else any JSON (vLLM's auto strict level)."""
-    if tool.function.strict is not True:
+def held_arguments(tool: Tool, strict: bool) -> Any:
+    """A tool's arguments as held: its parameters when it is held strictly (`strict`), else any JSON."""
+    if not strict:
         return True
     return tool.function.parameters if tool.function.parameters is not None else True

@@ -156,16 +156,17 @@ HELD: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("body", HELD, ids=range(len(HELD)))
 @pytest.mark.parametrize("tool_parser", [True, False])
-def test_the_structural_tag_is_vllm_s(body: dict[str, Any], tool_parser: bool) -> None:
+@pytest.mark.parametrize("level", ["auto", "function", "parameter"])
+def test_the_structural_tag_is_vllm_s(body: dict[str, Any], tool_parser: bool, level: str) -> None:
     """What holds the answer (the engine's structured_outputs) is the tag vLLM's HarmonyParser builds, with
-    Harmony's tool-call parser or with its reasoning parser alone."""
+    Harmony's tool-call parser or with its reasoning parser alone, at each --tool-strict-level."""
     from vllm.parser.parser_manager import ParserManager
 
     from dynamo_lite.frontend import harmony_tags
 
     composed = ParserManager.get_parser(tool_parser_name="openai" if tool_parser else None,
                                         reasoning_parser_name="openai_gptoss", enable_auto_tools=tool_parser,
-                                        is_harmony=True)  # fmt: skip
+                                        is_harmony=True, tool_strict_level=level)  # fmt: skip
 
     class Tok:
         def get_vocab(self) -> dict[str, int]:
@@ -175,5 +176,5 @@ def test_the_structural_tag_is_vllm_s(body: dict[str, Any], tool_parser: bool) -
     theirs = composed(Tok(), theirs.tools).adjust_request(theirs)
     tag = theirs.structured_outputs.structural_tag if theirs.structured_outputs is not None else None
     ours = harmony_tags.structured_outputs(ChatCompletionRequest.model_validate({
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], **body}), tool_parser)  # fmt: skip
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], **body}), tool_parser, level)  # fmt: skip
     assert (json.loads(ours["structural_tag"]) if ours else None) == (json.loads(tag) if tag else None)
