@@ -5,9 +5,9 @@ structured-output schema holds it to, plausible logprobs, and vLLM's text-level 
   arguments) makes the mock emit that text, a word or punctuation mark per token, then EOS
   (unless ignore_eos): a tool call in a model's format reaches the frontend's parsers as a
   model would write it. `structured_outputs` json / json_object / choice (or a json_schema
-  `response_format`) script a value that satisfies them, and so does a structural tag whose arguments are
-  JSON (a call in the first of its tags: hermes, llama, the DeepSeek R1 / V3.1 formats); regex, grammar and
-  the XML argument styles are not simulated.
+  `response_format`) script a value that satisfies them, and so does a structural tag (a call in the first of
+  its tags, its arguments in JSON or the XML style of the format: every format vLLM 0.32 holds tool calls
+  to but Kimi-K3's); regex (but a call index, `\d+`) and grammar are not simulated.
 - Logprobs: the sampled token is the most likely (greedy-consistent), its probability and the
   alternatives' a pure function of (request key, position), so P and D and reruns agree.
 - Stop strings are matched on the output text, as vLLM's detokenizer does (not before
@@ -64,9 +64,12 @@ def tagged(shape: Any, key: int) -> str | None:
         return shape["value"]
     if kind == "any_text":
         return "Mock text."
-    if kind == "json_schema" and shape.get("style", "json") == "json":
+    if kind == "json_schema":
         schema = shape["json_schema"]
-        return json.dumps(instance(schema, schema, key) if schema is not True else {})
+        value = instance(schema, schema, key) if schema is not True else {}
+        return _styled(value, shape.get("style", "json"))
+    if kind == "regex":
+        return "0" if shape["pattern"] == r"\d+" else None
     if kind == "tag":
         end = shape["end"][0] if isinstance(shape["end"], list) else shape["end"]
         parts = [shape["begin"], tagged(shape["content"], key), end]
@@ -83,6 +86,26 @@ def tagged(shape: Any, key: int) -> str | None:
     else:
         return None
     return None if None in parts else "".join(parts)
+
+
+_XML = {  # xgrammar's XML argument styles: how one argument is written (`{s}`: whether its value is a string)
+    "qwen_xml": "<parameter={k}>{v}</parameter>",  # (as MiMo writes it; Qwen3-Coder's newlines its parser drops)
+    "minimax_xml": '<parameter name="{k}">{v}</parameter>\n',
+    "glm_xml": "<arg_key>{k}</arg_key><arg_value>{v}</arg_value>",
+    "deepseek_xml": '<｜DSML｜parameter name="{k}" string="{s}">{v}</｜DSML｜parameter>\n',
+    "deepseek_v4_1_xml": '<｜DSML｜ parameter name="{k}" string="{s}">{v}</｜DSML｜ parameter>\n',
+}
+
+
+def _styled(value: Any, style: str) -> str | None:
+    """Arguments written in a structural tag's style: JSON, or one XML element per argument (a string raw,
+    other values as JSON); None: a style the mock does not write."""
+    if style == "json":
+        return json.dumps(value)
+    if style not in _XML or not isinstance(value, dict):
+        return None
+    return "".join(_XML[style].format(k=k, v=v if isinstance(v, str) else json.dumps(v),
+                                      s=str(isinstance(v, str)).lower()) for k, v in value.items())  # fmt: skip
 
 
 def instance(schema: Any, root: Any, key: int, depth: int = 0) -> Any:

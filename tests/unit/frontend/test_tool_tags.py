@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from dynamo_lite.config.schema import ModelSpec
-from dynamo_lite.engines.mock.output import script_for, script_pieces
-from dynamo_lite.frontend import plan
+from dynamo_lite.engines.mock.output import instance, script_for, script_pieces
+from dynamo_lite.frontend import plan, tool_tags
 from dynamo_lite.frontend.choice import ChatChoice
 from dynamo_lite.frontend.request import Outcome, Piece
 from dynamo_lite.frontend.schemas import ChatCompletionRequest
@@ -30,7 +30,7 @@ def answer(parser: str, fields: dict[str, Any], text: str | None = None, stream:
     """(the stream's choices, or the whole answer's message choice as one) for an output: `text`, else what the
     mock engine writes under the structured_outputs the frontend sends."""
     body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                                                 "tools": TOOLS, **fields})  # fmt: skip
+                                                 "tools": TOOLS, **fields})  # fmt: skip (`fields` may set tools)
     spec = ModelSpec(name="m", path="x", tool_call_parser=parser)
     if text is None:
         text = script_for(None, plan.tool_held(body, parser), 7)
@@ -42,6 +42,26 @@ def answer(parser: str, fields: dict[str, Any], text: str | None = None, stream:
     if stream:
         return [*deltas, choice.last(outcome)], {}
     return deltas, choice.message(outcome)
+
+
+@pytest.mark.parametrize("parser", sorted(set(tool_tags.TAGGED) - {"kimi_k3"}))
+@pytest.mark.parametrize("tool_choice", CHOICES[:2], ids=["required", "named"])
+def test_what_the_mock_writes_under_a_tag_is_the_grammar_s_and_reads_back(parser: str, tool_choice: Any) -> None:
+    """Each format's tag: the text the mock writes under it is accepted by xgrammar's own grammar of the tag (as a
+    real engine would hold it), and the frontend's parser of the format reads it back as the call written."""
+    from xgrammar import Grammar
+    from xgrammar.testing import _is_grammar_accept_string
+
+    fields = {"tool_choice": tool_choice, "tools": TOOLS[1:]}
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                 **fields})  # fmt: skip
+    held = plan.tool_held(body, parser)
+    text = script_for(None, held, 7)
+    assert text is not None and _is_grammar_accept_string(Grammar.from_structural_tag(held["structural_tag"]), text)
+    _, whole = answer(parser, fields, text)
+    (call,) = whole["message"]["tool_calls"]
+    assert call["function"]["name"] == "weather"
+    assert json.loads(call["function"]["arguments"]) == instance(CITY, CITY, 7)
 
 
 @pytest.mark.parametrize("parser", JSON_FORMATS)
@@ -59,7 +79,8 @@ def test_the_call_the_engine_is_held_to_is_read_back(parser: str, tool_choice: A
 
 def test_auto_holds_calls_only_when_a_tool_is_strict_or_one_call_is_asked_for() -> None:
     loose = {"tools": TOOLS[:1], "tool_choice": "auto"}
-    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **loose})
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                 **loose})  # fmt: skip
     assert plan.tool_held(body, "hermes") is None
     one = ChatCompletionRequest.model_validate({**body.model_dump(exclude_none=True), "parallel_tool_calls": False})
     tag = json.loads(plan.tool_held(one, "hermes")["structural_tag"])
