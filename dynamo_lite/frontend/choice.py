@@ -33,7 +33,7 @@ class ChatOptions:
     tool_mode: str = "none"  # none | auto | named | required
     tool_name: str | None = None  # named
     tool_parser: str | None = None  # the model's format, for auto
-    native_calls: bool = False  # named / required read by the tool-call parser too (vLLM 0.32's parsers, most)
+    native_calls: bool = False  # named / required read by the tool-call parser too (tool_tags.NATIVE)
     reasoning_parser: str | None = None
     include_reasoning: bool = True
     parallel_tool_calls: bool = True

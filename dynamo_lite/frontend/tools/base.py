@@ -17,7 +17,8 @@ from dynamo_lite.frontend.tools.coerce import coerce_arguments
 class ParsedCall:
     """A call, or (streaming) a piece of one: `open` starts a call whose arguments come in pieces, `more` is the next
     piece of the call opened last (its `name` repeated), `void` says the call opened last never became one (the
-    output ended inside it: a whole answer leaves it out, as vLLM's; a stream cannot take it back)."""
+    output ended inside it, or its section proved no call): a whole answer leaves it out, as vLLM's; a stream
+    cannot take it back."""
 
     name: str
     arguments: str  # JSON text of the arguments object (of `open` / `more`: a piece of it)
