@@ -7,7 +7,7 @@ structured-output schema holds it to, plausible logprobs, and vLLM's text-level 
   model would write it. `structured_outputs` json / json_object / choice (or a json_schema
   `response_format`) script a value that satisfies them, and so does a structural tag (a call in the first of
   its tags, its arguments in JSON or the XML style of the format: every format vLLM 0.32 holds tool calls
-  to but Kimi-K3's); regex (but a call index, `\d+`) and grammar are not simulated.
+  to but Kimi-K3's); regex (but a call index, `\\d+`) and grammar are not simulated.
 - Logprobs: the sampled token is the most likely (greedy-consistent), its probability and the
   alternatives' a pure function of (request key, position), so P and D and reruns agree.
 - Stop strings are matched on the output text, as vLLM's detokenizer does (not before
