@@ -44,6 +44,7 @@ class ChatOptions:
     logprobs_listed: bool = False  # the alternatives as the engine listed them (logprobs.py)
     beam_search: bool = False  # ... as vLLM writes a beam's
     tool_properties: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's, by name
+    tool_defs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's parameter `$defs`, by name
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
     reasoning_open: bool = False  # the prompt leaves the reasoning open (the output starts inside it)
     drop_special: re.Pattern[str] | None = None  # special tokens' text that vLLM's parser engine drops
@@ -66,7 +67,7 @@ class ChatChoice:
         self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
             if opts.reasoning_parser and not opts.harmony else None
         self._counted = counter_of(self.reasoner, opts.reasoning_marks) if self.reasoner else None
-        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties) \
+        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties, opts.tool_defs) \
             if opts.tool_parser and not opts.harmony and (opts.tool_mode == "auto" or opts.native_calls
                                                           and opts.tool_mode in ("named", "required")) else None
         self.content: list[str] = []

@@ -164,6 +164,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
         native_calls=native,
         tool_properties={t.function.name: (t.function.parameters or {}).get("properties") or {}
                          for t in body.tools or ()},
+        tool_defs={t.function.name: (t.function.parameters or {}).get("$defs") or {} for t in body.tools or ()},
         template_kwargs=kwargs,
         reasoning_open=spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].opened_by(prompt),
         drop_special=dropped_specials(spec, kwargs, mode == "auto" or native and mode != "none",

@@ -46,7 +46,7 @@ TAGGED: dict[str, tuple[str, bool]] = {
 }  # fmt: skip
 # The parsers that read required / named answers in their own format, as auto: the tagged ones, and those
 # vLLM leaves unheld (no structural tag model).
-NATIVE = frozenset(TAGGED) | {"gemma4", "minimax_m3"}
+NATIVE = frozenset(TAGGED) | {"gemma4", "minimax_m3", "dots"}
 
 
 def named_tool(body: ChatCompletionRequest) -> Tool | None:

@@ -6,6 +6,7 @@ the text after it to the format's own `take`, which cuts complete calls off the 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,7 +48,8 @@ class ToolParser:
     yet; with `final`, what cannot be a call is returned as None and becomes content.
 
     `tools` are the request's function tools (name -> the `properties` of its parameters): the
-    formats vLLM parses with its parser engine (`typed`) type each argument by them.
+    formats vLLM parses with its parser engine (`typed`) type each argument by them. `defs` (set by
+    `new_tool_parser`): each function's parameter `$defs`, which the formats that follow a `$ref` read (dots).
     """
 
     markers: tuple[str, ...] = ()
@@ -68,6 +70,7 @@ class ToolParser:
 
     def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.tools = tools or {}
+        self.defs: Mapping[str, Mapping[str, Any]] = {}
         self._held = ""  # content that may be the start of a marker
         self._buf = ""  # text after a marker, not yet cut into calls
         self._in_calls = False
@@ -320,3 +323,28 @@ class JsonEnd:
                     break
         self.seen = len(text) if self.end < 0 else self.end
         return self.end
+
+
+_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
+
+
+class JsonArguments:
+    """A call written as JSON, `{"name": "f", "arguments": {...}` read as it streams: its name and the text of its
+    arguments so far (each character scanned once for where they end)."""
+
+    def __init__(self) -> None:
+        self._end = JsonEnd()
+
+    def read(self, buffer: str, at: int, fresh: bool) -> tuple[str, str] | None:
+        """The call whose object opens at `at` (after spaces); `fresh`: a new call, scanned from its start."""
+        head = _HEAD.match(buffer, at)
+        if head is None or not buffer.startswith("{", head.end()):
+            return None
+        try:
+            name = json.loads(f'"{head.group(1)}"')
+        except ValueError:  # not a JSON string after all (a bad escape): the call comes whole, or as content
+            return None
+        if fresh:
+            self._end = JsonEnd()
+        end = self._end.feed(buffer[head.end():])
+        return name, buffer[head.end():head.end() + end if end > 0 else len(buffer)]

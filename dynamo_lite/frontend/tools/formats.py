@@ -11,18 +11,19 @@
 
 The formats of Python calls (pythonic, olmo3, lfm2) are in `pythonic.py`, JSON in other wrappers (phi4_mini_json,
 jamba, hunyuan_a13b, internlm) in `wrapped_json.py`, the tag-delimited formats of newer families in `tagged.py`,
-Gemma's in `gemma4.py`, Kimi K3's in `kimi_k3.py`.
+Gemma's in `gemma4.py`, Kimi K3's in `kimi_k3.py`, GigaChat 3's in `gigachat3.py`, dots.llm's in `dots.py`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import JsonEnd, ParsedCall, ToolParser, balanced_end, json_call, skip_space
+from dynamo_lite.frontend.tools.base import JsonArguments, ParsedCall, ToolParser, balanced_end, json_call, skip_space
+from dynamo_lite.frontend.tools.dots import DotsParser
 from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
+from dynamo_lite.frontend.tools.gigachat3 import GigaChat3Parser
 from dynamo_lite.frontend.tools.kimi_k3 import KimiK3Parser
 from dynamo_lite.frontend.tools.minimax_m3 import MiniMaxM3Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
@@ -50,31 +51,6 @@ from dynamo_lite.frontend.tools.tagged import (
 )
 
 
-_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*')
-
-
-class _JsonArguments:
-    """A call written as JSON, `{"name": "f", "arguments": {...}` read as it streams: its name and the text of its
-    arguments so far (each character scanned once for where they end)."""
-
-    def __init__(self) -> None:
-        self._end = JsonEnd()
-
-    def read(self, buffer: str, at: int, fresh: bool) -> tuple[str, str] | None:
-        """The call whose object opens at `at` (after spaces); `fresh`: a new call, scanned from its start."""
-        head = _HEAD.match(buffer, at)
-        if head is None or not buffer.startswith("{", head.end()):
-            return None
-        try:
-            name = json.loads(f'"{head.group(1)}"')
-        except ValueError:  # not a JSON string after all (a bad escape): the call comes whole, or as content
-            return None
-        if fresh:
-            self._end = JsonEnd()
-        end = self._end.feed(buffer[head.end():])
-        return name, buffer[head.end():head.end() + end if end > 0 else len(buffer)]
-
-
 class HermesParser(ToolParser):
     markers = ("<tool_call>",)
     END = "</tool_call>"
@@ -84,7 +60,7 @@ class HermesParser(ToolParser):
 
     def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         super().__init__(tools)
-        self._arguments = _JsonArguments()
+        self._arguments = JsonArguments()
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -209,7 +185,7 @@ class Llama3JsonParser(ToolParser):
 
     def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         super().__init__(tools)
-        self._arguments = _JsonArguments()
+        self._arguments = JsonArguments()
 
     @classmethod
     def render(cls, name: str, args: Any) -> str:
@@ -329,10 +305,15 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "granite-20b-fc": Granite20bFcParser,
     "kimi_k3": KimiK3Parser,
     "minimax_m3": MiniMaxM3Parser,
+    "gigachat3": GigaChat3Parser,
+    "dots": DotsParser,
 }
 
 
-def new_tool_parser(name: str, tools: Mapping[str, Mapping[str, Any]] | None = None) -> ToolParser:
+def new_tool_parser(name: str, tools: Mapping[str, Mapping[str, Any]] | None = None,
+                    defs: Mapping[str, Mapping[str, Any]] | None = None) -> ToolParser:
     """A fresh parser of format `name` (one per choice of a request); `tools`: each function's parameter
-    properties, by name."""
-    return PARSERS[name](tools)
+    properties, by name; `defs`: each function's parameter `$defs`, by name."""
+    parser = PARSERS[name](tools)
+    parser.defs = defs or {}
+    return parser

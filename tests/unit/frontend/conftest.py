@@ -180,10 +180,12 @@ def named_events(raw: bytes) -> list[dict[str, Any]]:
 
 def folded(calls: list[ParsedCall]) -> list[ParsedCall]:
     """Calls whose arguments streamed in pieces (`open`, then `more`) as whole calls, their JSON written as a whole
-    call's is (json.dumps), so that a stream compares with the whole answer."""
+    call's is (json.dumps), so that a stream compares with the whole answer (which leaves out a call `void` ends)."""
     out: list[ParsedCall] = []
     for call in calls:
-        if call.part == "more":
+        if call.part == "void":
+            out.pop()
+        elif call.part == "more":
             out[-1] = ParsedCall(out[-1].name, out[-1].arguments + call.arguments)
         else:
             out.append(ParsedCall(call.name, call.arguments))

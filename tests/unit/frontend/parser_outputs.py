@@ -25,6 +25,8 @@ TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "ob
 DSK = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
 D, Q = "｜DSML｜", '<|"|>'
 KIMI = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>"
+GS = "<|role_sep|>"  # GigaChat 3's
+DOTS = "<dots_function_call>", "</dots_function_call>"
 
 OUTPUTS: list[tuple[str, str]] = [
     ("qwen3_coder", "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
@@ -187,6 +189,25 @@ OUTPUTS: list[tuple[str, str]] = [
                    f"{M}<bad>unclosed{M}</invoke>{M}</tool_call>After."),
     ("minimax_m3", f"{M}<tool_call>{M}<invoke name=\"search\">{M}<q>cut"),
     ("minimax_m3", "No call ]<] here."),
+    ("gigachat3", "Just an answer, no function call."),
+    ("gigachat3", "The answer.<|message_sep|>\n\nand what follows the end of the message.</s>"),
+    ("gigachat3", f"Let me check.<|message_sep|>\n\nfunction call{GS}\n{{\"name\": \"get_weather\", \"arguments\": "
+                  '{"city": "Paris", "days": 3, "tags": ["a"], "where": {"lat": 1.5}}}'),
+    ("gigachat3", '<|function_call|>{"name": "search", "arguments": {"q": "two\nlines"}}</s>'),
+    ("gigachat3", 'Sure.<|function_call|>{"name": "search", "arguments": {}}'),
+    ("gigachat3", 'Cut<|message_sep|>\n\n<|function_call|>{"name": "search", "arguments": {"q": "x"'),  # no JSON
+    ("gigachat3", 'Bad.<|function_call|>{"name": "search", "arguments": "q=x"}'),  # JSON, but no call
+    ("gigachat3", 'Two.<|function_call|>{"name": "search", "arguments": {}}<|function_call|>{"name": "search"}'),
+    ("dots", "Just an answer, <invoke> and all."),
+    ("dots", f'Sure.{DOTS[0]}\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+             '<parameter name="days"> 3 </parameter>\n<parameter name="hot">yes</parameter>\n<parameter name="temp">2.0'
+             '</parameter>\n<parameter name="where">{"lat": 1}</parameter>\n<parameter name="tags">["a"]</parameter>\n'
+             f'</invoke>\n<invoke name=\'search\'>\n<parameter name=q>null</parameter>\n</invoke>\n{DOTS[1]}'),
+    ("dots", f'{DOTS[0]}{{"name": "search", "arguments": {{"q": "x"}}}}{DOTS[1]} between {DOTS[0]}'
+             f'{{"name": "get_weather", "parameters": {{"days": "3"}}}}{DOTS[1]} after.'),
+    ("dots", f'Unknown.{DOTS[0]}<invoke name="ghost"></invoke>{DOTS[1]} Then {DOTS[0]}{{"name": "search"}}{DOTS[1]}'),
+    ("dots", f'No call.{DOTS[0]}garbage{DOTS[1]} More text.{DOTS[0]}{{"name": "search", "arguments": [1]}}{DOTS[1]}'),
+    ("dots", f'Cut short.{DOTS[0]}<invoke name="search"><parameter name="q">x</parameter></invoke>'),
 ]
 
 THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>The answer.", "<think>Cut short",

@@ -48,19 +48,43 @@ CANNED = [
                 '{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>', "", [PARIS]),
     ("deepseek_v31", 'Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{"q": "a } ] ) \\" b", '
                      '"n": [1, 2]}<｜tool▁call▁end｜><｜tool▁calls▁end｜>', "Sure.", [TRICKY]),
+    ("gigachat3", 'Let me look.<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "get_weather", "arguments": '
+                  '{"city": "Paris"}}</s>', "Let me look.", [PARIS]),
+    ("gigachat3", 'Sure.</s><|function_call|>{"name": "search", "arguments": {"q": "a } ] ) \\" b", "n": [1, 2]}}',
+     "Sure.</s>", [TRICKY]),
+    ("gigachat3", "An answer about a function call.</s>\n", "An answer about a function call.", []),
+    ("gigachat3", "Done.<|message_sep|>\n\nnot a call", "Done.", []),
+    ("gigachat3", 'No.<|message_sep|>\n\n<|function_call|>{"name": broken</s>',
+     'No.<|message_sep|>\n\n<|function_call|>{"name": broken', []),
+    ("dots", 'Let me look.\n<dots_function_call>\n<invoke name="get_weather">\n<parameter name="city">Paris'
+             "</parameter>\n</invoke>\n</dots_function_call>", "Let me look.\n", [PARIS]),
+    ("dots", '<dots_function_call>{"name": "nothing", "arguments": {}}</dots_function_call> then '
+             '<dots_function_call>{"name": "search", "arguments": {"q": "a } ] ) \\" b", "n": [1, 2]}}'
+             "</dots_function_call> after", "", [TRICKY]),
+    ("dots", "A <dots_function_call>broken</dots_function_call> answer.",
+     "A <dots_function_call>broken</dots_function_call> answer.", []),
 ]
 
 
+# The request's tools, by name (dots reads calls only of the functions the request lists).
+NAMES: dict[str, dict[str, object]] = {"get_weather": {"city": {"type": "string"}}, "search": {}}
+
+
 def whole(name: str, text: str) -> Parsed:
-    parser = new_tool_parser(name)
-    return parser.feed(text).add(parser.finish())
+    """The output fed at once, its calls folded whole (a gigachat3 call is known only at the end of the output: its
+    arguments stream even so)."""
+    from tests.unit.frontend.conftest import folded
+
+    parser = new_tool_parser(name, NAMES)
+    out = parser.feed(text).add(parser.finish())
+    return Parsed(out.content, folded(out.calls))
 
 
 def streamed(name: str, chunks: list[str]) -> Parsed:
     """The output fed in `chunks`, its calls folded whole (the arguments of some formats stream in pieces)."""
     from tests.unit.frontend.conftest import folded
 
-    parser = new_tool_parser(name)
+    parser = new_tool_parser(name, NAMES)
     out = Parsed()
     for chunk in chunks:
         out.add(parser.feed(chunk))
@@ -296,3 +320,30 @@ def test_text_after_a_section_that_is_no_call_is_not_held_back(name: str) -> Non
     assert sent.content == 'Sure.<tool_call>\n{bad}\n</tool_call>\nMore text.<tool_call>{"name": "f", "arguments": {}}' \
                            "</tool_call>" and not sent.calls  # fmt: skip
     assert parser.finish().content == ""
+
+
+def test_gigachat3_arguments_stream_as_strict_json() -> None:
+    """The call opens once its name is read and its arguments follow as written; a raw newline in a string (which
+    vLLM's parser reads) is sent escaped, so the pieces join into JSON a client reads."""
+    from tests.unit.frontend.conftest import folded
+
+    text = '<|function_call|>{"name": "search", "arguments": {"q": "two\nlines", "n": [1, 2]}}'
+    parser = new_tool_parser("gigachat3")
+    pieces = [c for ch in text for c in parser.feed(ch).calls] + parser.finish().calls
+    assert [(c.name, c.part) for c in pieces if c.part != "more"] == [("search", "open")]
+    assert sum(c.part == "more" for c in pieces) > 5
+    assert json.loads("".join(c.arguments for c in pieces)) == {"q": "two\nlines", "n": [1, 2]}
+    assert folded(pieces) == [ParsedCall("search", '{"q": "two\\nlines", "n": [1, 2]}')]
+
+
+def test_dots_types_parameters_through_the_schema_s_defs() -> None:
+    """As vLLM's dots parser: a `$ref` to the parameters' `$defs`, the first non-null anyOf alternative."""
+    tools = {"f": {"where": {"$ref": "#/$defs/Place"}, "n": {"anyOf": [{"type": "null"}, {"type": "integer"}]},
+                   "s": {"type": ["null", "string"]}}}  # fmt: skip
+    parser = new_tool_parser("dots", tools, {"f": {"Place": {"type": "object"}}})
+    out = parser.feed('<dots_function_call><invoke name="f"><parameter name="where">{"lat": 1}</parameter>'
+                      '<parameter name="n">7</parameter><parameter name="s">7</parameter></invoke>'
+                      "</dots_function_call>")  # fmt: skip
+    out.add(parser.finish())
+    assert [(c.name, json.loads(c.arguments)) for c in out.calls] == [("f", {"where": {"lat": 1}, "n": 7, "s": "7"})]
+    assert not new_tool_parser("dots").feed('<dots_function_call>{"name": "f"}</dots_function_call>').calls
