@@ -60,7 +60,8 @@ ToolCallParser = Literal["hermes", "qwen3_json", "longcat", "granite4", "ernie45
 ReasoningParserName = Literal["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47",
                               "seed_oss", "kimi_k2", "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4",
                               "mistral", "mimo", "olmo3", "ling3", "kimi_k3", "minimax_m3", "step3",
-                              "minimax_m2_append_think", "holo2", "openai_gptoss"]  # fmt: skip
+                              "minimax_m2_append_think", "holo2", "openai_gptoss", "poolside_v1",
+                              "granite_thinking_parser", "granite", "hunyuan_a13b", "ernie45"]  # fmt: skip
 
 
 class ModelSpec(Section):

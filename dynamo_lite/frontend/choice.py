@@ -137,13 +137,16 @@ class ChatChoice:
             choice["token_ids"] = piece.token_ids
         return choice
 
-    def last(self, outcome: Outcome) -> dict[str, Any]:
-        """The final stream choice: what the parsers held back, and the finish reason."""
+    def last(self, outcome: Outcome, whole: bool = False) -> dict[str, Any]:
+        """The final stream choice: what the parsers held back, and the finish reason (`whole`: of a
+        non-streamed answer, which gets no content promoted from the reasoning but may swap them, `message`)."""
         calls: list[ParsedCall] = []
         if self.harmony is not None:
             reasoning, content, calls = self.harmony.finish()
         else:
             reasoning, content = self.reasoner.finish() if self.reasoner else ("", "")
+            if self.reasoner is not None and not whole:
+                content += self.reasoner.promoted()
             if self._counted is not None:
                 self._counted.finish()
         choice = self._emit(reasoning, content, None, outcome, final=True, found=calls)
@@ -152,8 +155,10 @@ class ChatChoice:
 
     def message(self, outcome: Outcome) -> dict[str, Any]:
         """The whole choice of a non-streamed answer (after every piece went through `delta`)."""
-        self.last(outcome)
-        text = "".join(self.content)
+        self.last(outcome, whole=True)
+        text, reasoning = "".join(self.content), "".join(self.reasoning)
+        if self.reasoner is not None and (swapped := self.reasoner.swapped()) is not None:
+            text, reasoning = swapped, text  # (a request that forces content, with none: vLLM swaps them)
         held = self.opts.tool_mode in ("named", "required")  # vLLM's content is then text, if empty
         calls = [c for i, c in enumerate(self.calls) if i not in self._void]
         if (calls or held) and not text.strip():
@@ -163,8 +168,7 @@ class ChatChoice:
         if calls:
             message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
         if self.opts.reasoning_parser is not None and self.opts.include_reasoning:
-            reasoning = "".join(self.reasoning) or None
-            message["reasoning"] = message["reasoning_content"] = reasoning
+            message["reasoning"] = message["reasoning_content"] = reasoning or None
         choice = {"index": self.index, "message": message,
                   "logprobs": {"content": self.logprobs} if self.opts.top_logprobs is not None else None,
                   "finish_reason": self._finish_reason(outcome, bool(calls), whole=True),

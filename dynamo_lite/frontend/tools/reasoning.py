@@ -56,6 +56,8 @@ class ReasoningParser:
     COUNT_INSIDE = False  # thinking, the count starts inside the reasoning ("between", "kimi_k3")
     COUNT_ONLY_THINKING = False  # not thinking, vLLM counts none
     COUNT_TAGS: tuple[str, ...] = ()  # the tags the count walks, if not (START, END)
+    FORCES: str | None = None  # content a request may force (`forces`): "blank" or "absent" content is swapped
+    forced = False  # the request forces content (set by `new_reasoning_parser`)
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
         """`opened`: the prompt left the reasoning open (`opened_by`), so the output starts in it."""
@@ -78,6 +80,21 @@ class ReasoningParser:
     def opened_by(cls, prompt: str) -> bool:
         """Whether the rendered prompt leaves the reasoning open, whatever the kwargs (gemma4's only)."""
         return False
+
+    @classmethod
+    def forces(cls, kwargs: Mapping[str, Any]) -> bool:
+        """Whether a request with these chat_template_kwargs forces content (nemotron_v3's and Granite 4.2's
+        `enable_thinking` false or `force_nonempty_content` true)."""
+        return cls.FORCES is not None and (kwargs.get("enable_thinking") is False
+                                           or kwargs.get("force_nonempty_content") is True)  # fmt: skip
+
+    def promoted(self) -> str:
+        """A forced stream's last content: all of its reasoning, if the reasoning never ended."""
+        return ""
+
+    def swapped(self) -> str | None:
+        """A forced whole answer's content, when vLLM swaps it with the reasoning (None: no swap)."""
+        return None
 
     @staticmethod
     def always_thinks(chat_template: str) -> bool:
@@ -177,7 +194,59 @@ class Qwen3ReasoningParser(EngineReasoningParser):
 
 
 class NemotronV3ReasoningParser(Qwen3ReasoningParser):
+    """As qwen3's, but a request that forces content (`forces`) gets it: a whole answer whose content is blank
+    (FORCES "blank"; Granite 4.2's: absent) has reasoning and content swapped, and a stream whose reasoning never
+    ended gets all of it again as content at the end, as vLLM's nemotron_v3 gives them."""
+
     STRIP = True
+    FORCES = "blank"
+
+    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
+        super().__init__(thinking, opened)
+        self._reasoned: list[str] = []  # while forced
+        self._said = ""  # the content so far, up to its first character that is not white space (while forced)
+
+    def feed(self, text: str) -> tuple[str, str]:
+        return self._seen(*super().feed(text))
+
+    def finish(self) -> tuple[str, str]:
+        return self._seen(*super().finish())
+
+    def promoted(self) -> str:
+        return "".join(self._reasoned) if self.forced and self.reasoning_now else ""
+
+    def swapped(self) -> str | None:
+        blank = not self._said.strip() if self.FORCES == "blank" else not self._said
+        return "".join(self._reasoned) if self.forced and blank else None
+
+    def _seen(self, reasoning: str, content: str) -> tuple[str, str]:
+        if self.forced:
+            self._reasoned.append(reasoning)
+            if not self._said.strip():
+                self._said += content
+        return reasoning, content
+
+
+class GraniteThinkingReasoningParser(NemotronV3ReasoningParser):
+    """Granite 4.2 (vLLM's granite_thinking_parser): nemotron_v3's, with the newlines that open the content
+    dropped (its template writes `\\n</think>\\n`). Forced, a whole answer is swapped only when it has no content,
+    and a stream gets its reasoning as content unless the content began (vLLM ends the reasoning only then)."""
+
+    FORCES = "absent"
+
+    def __init__(self, thinking: bool = True, opened: bool = False) -> None:
+        super().__init__(thinking, opened)
+        self._begun = False  # the content has begun (its first character that is not a newline)
+
+    def promoted(self) -> str:
+        return "".join(self._reasoned) if self.forced and not self._begun else ""
+
+    def _seen(self, reasoning: str, content: str) -> tuple[str, str]:
+        reasoning, content = super()._seen(reasoning, content)
+        if not self._begun:
+            content = content.lstrip("\n")
+            self._begun = bool(content)
+        return reasoning, content
 
 
 class Step3p5ReasoningParser(Qwen3ReasoningParser):

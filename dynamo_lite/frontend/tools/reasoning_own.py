@@ -10,11 +10,14 @@ from typing import Any
 from dynamo_lite.frontend.tools.kimi_k3 import Unwrapper
 from dynamo_lite.frontend.tools.reasoning import (DeepSeekV3ReasoningParser, DeepSeekV4ReasoningParser,
                                                   DeepSeekV41ReasoningParser, Glm45ReasoningParser,
+                                                  GraniteThinkingReasoningParser,
                                                   Holo2ReasoningParser, KimiK2ReasoningParser,
                                                   MiniMaxM2ReasoningParser, MistralReasoningParser,
                                                   NemotronV3ReasoningParser, Olmo3ReasoningParser,
                                                   Qwen3ReasoningParser, ReasoningParser, SeedOssReasoningParser,
                                                   Step3p5ReasoningParser, EngineReasoningParser)  # fmt: skip
+from dynamo_lite.frontend.tools.reasoning_text import (Ernie45ReasoningParser, GraniteReasoningParser,
+                                                       HunyuanA13BReasoningParser)  # fmt: skip
 
 
 class Gemma4ReasoningParser(EngineReasoningParser):
@@ -190,6 +193,11 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "step3": Step3ReasoningParser,
     "minimax_m2_append_think": MiniMaxM2AppendThinkReasoningParser,
     "holo2": Holo2ReasoningParser,
+    "poolside_v1": DeepSeekV3ReasoningParser,  # (vLLM's differs in reading the prompt only)
+    "granite_thinking_parser": GraniteThinkingReasoningParser,
+    "granite": GraniteReasoningParser,
+    "hunyuan_a13b": HunyuanA13BReasoningParser,
+    "ernie45": Ernie45ReasoningParser,
 }
 
 
@@ -197,5 +205,7 @@ def new_reasoning_parser(name: str, chat_template_kwargs: Mapping[str, Any] | No
                          opened: bool = False) -> ReasoningParser:  # fmt: skip
     """A fresh parser (one per choice of a request), thinking or not as the request's kwargs say; `opened`: the
     prompt left the reasoning open (`opened_by`)."""
-    kind = REASONING_PARSERS[name]
-    return kind(kind.thinks(chat_template_kwargs or {}), opened)
+    kind, kwargs = REASONING_PARSERS[name], chat_template_kwargs or {}
+    parser = kind(kind.thinks(kwargs), opened)
+    parser.forced = kind.forces(kwargs)
+    return parser

@@ -223,4 +223,13 @@ THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>Th
             "<think>A \n</think>B<think>C</think>D", f"Plan.{X}think{P}{O}response{P}Ans{X}response{P}{X}message{P}",
             f"{O}think{P}Plan.{X}think{P}Ans{X}message{P}", f"{O}response{P}Ans{X}response{P}",
             "<mm:think>Plan.</mm:think>Ans", "Plan.</mm:think>Ans", "</mm:think>Ans", "Ans <mm:think>Plan.</mm:think> more",
-            "Ans</mm:think>x"]  # fmt: skip
+            "Ans</mm:think>x", "Here is my thought process: A Here is my response: B", "Here is my answer.",
+            "Here's my thought process:\nA\nHere's my response:\nB", "Here is my thought process: cut",
+            "Here is my thought process: A. Here we go. Here is my response: B Here is my response: C",
+            "Hello Here is my thought process: A Here is my response: B", "Here",
+            "<think>\nA\n</think>\n<answer>\nB\n</answer>", "<think>\n\n</think>\n<answer>\nB\n</answer>",
+            "<think>\nA\n</think>\n<answer>\nB", "<think>\nA", "<answer>\nB\n</answer>",
+            "<think>\nA\n</think>\n<answer>\nB\n</answer>more", "<think>\nA\n</thinking>\nB",
+            "abc\n</think>\n\n<response>\ndef\n</response>\n", "Plan.\n</think>\n\n\nThe answer.",
+            "A</think>B</think>\n\nC", "A</think>\n<response>B</response>C</response>D", "A</think><response>B",
+            "A</think>x<response>B</response>", "Plan.</think>\n\n<tool_call>\n{\"name\": \"f\"}\n</tool_call>"]  # fmt: skip

@@ -67,12 +67,21 @@ def test_the_same_calls_as_vllm_s_parser(tokenizer: Any, name: str, text: str) -
 
 KWARGS: list[dict[str, Any] | None] = [None, {"enable_thinking": False}, {"enable_thinking": True},
                                        {"thinking": True}, {"thinking": False}, {"reasoning_effort": "none"},
-                                       {"thinking_mode": "enabled"}]  # fmt: skip
+                                       {"thinking_mode": "enabled"}, {"force_nonempty_content": True}]  # fmt: skip
 
 
 REASONING = ["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47", "seed_oss", "kimi_k2",
              "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4", "mistral", "mimo", "olmo3", "ling3", "kimi_k3",
-             "minimax_m3", "step3", "minimax_m2_append_think", "holo2"]  # fmt: skip
+             "minimax_m3", "step3", "minimax_m2_append_think", "holo2", "poolside_v1", "granite_thinking_parser",
+             "granite", "hunyuan_a13b", "ernie45"]  # fmt: skip
+GRANITE = ("Here is my thought process:", "Here's my thought process:")
+UNSTREAMABLE = {  # where vLLM's whole answer reads text that a stream has sent by then (reasoning_text.py)
+    "granite": lambda t: any(p in t and not t.startswith(p) for p in GRANITE)  # a thought opened later: the
+    or (t.startswith(GRANITE) and "my response:" not in t),  # text before it dropped; never ended: all content
+    "hunyuan_a13b": lambda t: "<think>\n" in t and "\n</think>\n<answer>\n" not in t,  # all content, tags and all
+    "ernie45": lambda t: "<response>" in t and "</response>" not in t.partition("<response>")[2]  # tags kept
+    or t.find("<think>") > 0 or t.partition("</think>")[2].lstrip().find("<response>") > 0,  # see deepseek_r1's
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", REASONING)
@@ -95,16 +104,20 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
         tok.add_tokens([O, X, P])
     if name == "minimax_m3":
         tok.add_tokens(["<mm:think>", "</mm:think>"])
+    if name == "poolside_v1":
+        tok.add_tokens(["<assistant>"])  # (its parser needs it in the vocabulary)
     tok.add_special_tokens({"additional_special_tokens": ["[THINK]", "[/THINK]", "[TOOL_CALLS]"]})  # (mistral's)
     extra = {"chat_template_kwargs": kwargs} if kwargs else {}
     request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **extra)
     drop = plan.dropped_specials(ModelSpec(name="m", path="x", reasoning_parser=name), kwargs or {}, False,
                                  tuple(tok.all_special_tokens))  # fmt: skip
     for text in THOUGHTS:
-        if name in ("deepseek_r1", "deepseek_v3", "holo2") and text.find("<think>") > 0:
+        if name in ("deepseek_r1", "deepseek_v3", "holo2", "poolside_v1") and text.find("<think>") > 0:
             continue  # vLLM's whole answer drops all text before a later `<think>`; no stream can take text back
         if name == "minimax_m3" and text.find("<mm:think>") > 0 and (kwargs or {}).get("thinking_mode") == "enabled":
             continue  # as deepseek_r1's: vLLM's whole answer makes the text before a later opening content
+        if name in UNSTREAMABLE and UNSTREAMABLE[name](text):
+            continue
         if name == "olmo3" and "</think>" not in text:
             continue  # vLLM's whole answer is then content, its stream reasoning; ours is its stream
         if name == "kimi_k3" and f"{O}response{P}" in text and "think" not in text and KimiK3ReasoningParser.thinks(kwargs or {}):
@@ -122,6 +135,8 @@ def test_the_same_reasoning_as_vllm_s_parser(tiny: Path, name: str, kwargs: dict
             for piece in [*(text[i:i + size] for i in range(0, len(text), size)), None]:
                 r, c = parser.feed(piece) if piece is not None else parser.finish()
                 got = (got[0] + r, got[1] + c)
+            if (swapped := parser.swapped()) is not None:  # (a request that forces content, with none)
+                got = (got[1], swapped)
             assert got == expected, (output, size)
 
 
