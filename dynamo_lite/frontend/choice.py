@@ -47,6 +47,7 @@ class ChatOptions:
     tool_defs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each tool's parameter `$defs`, by name
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # the chat template's (thinking or not)
     reasoning_open: bool = False  # the prompt leaves the reasoning open (the output starts inside it)
+    unthinking: bool = False  # the engine holds the output to its structured output from the first token
     drop_special: re.Pattern[str] | None = None  # special tokens' text that vLLM's parser engine drops
     harmony: bool = False  # a gpt-oss answer: its tokens read as Harmony messages (harmony.py), not its text
     reasoning_marks: TokenMarks = TokenMarks()  # the model's ids the reasoning count reads
@@ -64,8 +65,8 @@ class ChatChoice:
         self.token_text = token_text
         self.harmony = HarmonyReader(opts.reasoning_parser is not None, opts.tool_mode != "none"
                                      and opts.tool_parser is not None) if opts.harmony else None  # fmt: skip
-        self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open) \
-            if opts.reasoning_parser and not opts.harmony else None
+        self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open,
+                                             opts.unthinking) if opts.reasoning_parser and not opts.harmony else None
         self._counted = counter_of(self.reasoner, opts.reasoning_marks) if self.reasoner else None
         self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties, opts.tool_defs) \
             if opts.tool_parser and not opts.harmony and (opts.tool_mode == "auto" or opts.native_calls

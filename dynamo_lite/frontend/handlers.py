@@ -236,8 +236,8 @@ async def chat_plan(request: web.Request, state: FrontendState, body: ChatComple
     text, ids = await _chat_prompt(request, state, body, raw_len)
     tokenizer = state.tokenizers[body.model]
     spec = state.models[body.model]
-    opts = plan.chat_options(body, spec, text, tokenizer)
     structured = plan.chat_structured(body, spec, tokenizer)
+    opts = plan.chat_options(body, spec, text, tokenizer, structured)
     ids = plan.truncate(ids, body, spec.max_model_len)
     rid = id_prefix + _base_id(request, body.request_id)
     _log_fields(rid, check)

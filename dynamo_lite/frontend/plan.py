@@ -136,10 +136,11 @@ def tool_structured(body: ChatCompletionRequest) -> dict[str, Any] | None:
     return {"json": schema}
 
 
-def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
-                 tok: ModelTokenizer | None = None) -> ChatOptions:  # fmt: skip
+def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "", tok: ModelTokenizer | None = None,
+                 structured: Mapping[str, Any] | None = None) -> ChatOptions:  # fmt: skip
     """What the request asks of each choice's output; `prompt`: the rendered prompt (a reasoning parser may read
-    whether it leaves the reasoning open); `tok`: the model's tokenizer (its chat template and special tokens)."""
+    whether it leaves the reasoning open); `tok`: the model's tokenizer (its chat template and special tokens);
+    `structured`: what the engine holds the output to (`chat_structured`)."""
     choice = body.effective_tool_choice()
     if body.tool_choice is not None and body.tool_choice != "none" and not body.tools:
         raise ApiError(400, "When using `tool_choice`, `tools` must be set.", param="tool_choice",
@@ -167,6 +168,7 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
         tool_defs={t.function.name: (t.function.parameters or {}).get("$defs") or {} for t in body.tools or ()},
         template_kwargs=kwargs,
         reasoning_open=spec.reasoning_parser is not None and REASONING_PARSERS[spec.reasoning_parser].opened_by(prompt),
+        unthinking=held_at_once(spec, structured),
         drop_special=dropped_specials(spec, kwargs, mode == "auto" or native and mode != "none",
                                      tok.special_tokens if tok else ()),
         include_reasoning=body.include_reasoning, parallel_tool_calls=body.parallel_tool_calls is not False,
@@ -176,6 +178,16 @@ def chat_options(body: ChatCompletionRequest, spec: ModelSpec, prompt: str = "",
         beam_search=body.use_beam_search,
         reasoning_marks=reasoning_marks(tok, spec.reasoning_parser) if tok and spec.reasoning_parser else TokenMarks(),
     )  # fmt: skip
+
+
+def held_at_once(spec: ModelSpec, structured: Mapping[str, Any] | None) -> bool:
+    """Whether the engine holds the output to a grammar from its first token, so that it cannot think: the engine's
+    gate (its --reasoning-parser, built without the request's kwargs, which the completions endpoint does not
+    carry) of deepseek_v3 and poolside_v1 never thinks, while the request's kwargs may. vLLM's own server passes
+    the kwargs to its engine, which lets the model think first; here the output is read as it is then written,
+    not thinking. A structural tag is left alone: its text outside its triggers is free."""
+    kind = REASONING_PARSERS.get(spec.reasoning_parser or "")
+    return bool(structured) and "structural_tag" not in structured and kind is not None and kind.GATE_UNTHINKING
 
 
 def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) -> ChatOptions:

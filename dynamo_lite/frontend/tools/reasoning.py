@@ -57,6 +57,7 @@ class ReasoningParser:
     COUNT_ONLY_THINKING = False  # not thinking, vLLM counts none
     COUNT_TAGS: tuple[str, ...] = ()  # the tags the count walks, if not (START, END)
     FORCES: str | None = None  # content a request may force (`forces`): "blank" or "absent" content is swapped
+    GATE_UNTHINKING = False  # vLLM's engine gate, built without the request's kwargs, never thinks (plan.py)
     forced = False  # the request forces content (set by `new_reasoning_parser`)
 
     def __init__(self, thinking: bool = True, opened: bool = False) -> None:
@@ -321,6 +322,7 @@ class Olmo3ReasoningParser(ReasoningParser):
 
 class DeepSeekV3ReasoningParser(ReasoningParser):
     COUNT_ONLY_THINKING = True
+    GATE_UNTHINKING = True  # (vLLM's parser without kwargs is its identity parser, whose reasoning has ended)
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:
@@ -329,6 +331,8 @@ class DeepSeekV3ReasoningParser(ReasoningParser):
 
 class Holo2ReasoningParser(DeepSeekV3ReasoningParser):
     """deepseek_v3's, thinking unless `thinking` and `enable_thinking` are both unset or false (both unset: thinking)."""
+
+    GATE_UNTHINKING = False
 
     @staticmethod
     def thinks(kwargs: Mapping[str, Any]) -> bool:

@@ -202,10 +202,10 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
 
 
 def new_reasoning_parser(name: str, chat_template_kwargs: Mapping[str, Any] | None = None,
-                         opened: bool = False) -> ReasoningParser:  # fmt: skip
-    """A fresh parser (one per choice of a request), thinking or not as the request's kwargs say; `opened`: the
-    prompt left the reasoning open (`opened_by`)."""
+                         opened: bool = False, unthinking: bool = False) -> ReasoningParser:  # fmt: skip
+    """A fresh parser (one per choice of a request), thinking or not as the request's kwargs say (`unthinking`:
+    not thinking, whatever they say); `opened`: the prompt left the reasoning open (`opened_by`)."""
     kind, kwargs = REASONING_PARSERS[name], chat_template_kwargs or {}
-    parser = kind(kind.thinks(kwargs), opened)
+    parser = kind(kind.thinks(kwargs) and not unthinking, opened)
     parser.forced = kind.forces(kwargs)
     return parser

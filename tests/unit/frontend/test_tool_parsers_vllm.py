@@ -227,3 +227,20 @@ def test_a_glm_template_without_a_thinking_switch_always_thinks(tiny: Path, temp
     reasoning, content = parser.feed("Plan.</think>The answer.")
     r, c = parser.finish()
     assert (reasoning + r, content + c) == expected
+
+
+def test_the_engine_gates_that_never_think(tiny: Path) -> None:
+    """`GATE_UNTHINKING` is what vLLM's engine gate does: its reasoning parser, built without a request's kwargs
+    (the completions endpoint carries none), says the reasoning has ended even where the prompt just opened it
+    (plan.held_at_once reads such an answer as not thinking)."""
+    from transformers import AutoTokenizer
+
+    from dynamo_lite.frontend.tools.reasoning_own import REASONING_PARSERS
+
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    tok.add_tokens([*MARKERS, "<assistant>", "Ġ</", "</", "think", ">"])
+    tok.add_special_tokens({"additional_special_tokens": ["[THINK]", "[/THINK]"]})
+    for name, kind in REASONING_PARSERS.items():
+        gate = vllm_reasoning.ReasoningParserManager.get_reasoning_parser(name)(tok)
+        assert bool(gate.is_reasoning_end(tok.encode("hi" + kind.START, add_special_tokens=False))) \
+            is kind.GATE_UNTHINKING, name  # fmt: skip
