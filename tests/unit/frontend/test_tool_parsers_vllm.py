@@ -244,3 +244,37 @@ def test_the_engine_gates_that_never_think(tiny: Path) -> None:
         gate = vllm_reasoning.ReasoningParserManager.get_reasoning_parser(name)(tok)
         assert bool(gate.is_reasoning_end(tok.encode("hi" + kind.START, add_special_tokens=False))) \
             is kind.GATE_UNTHINKING, name  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("hunyuan_a13b", '<think>\nPlan.\n</think>\n<answer>\n<tool_calls>[{"name": "search", "arguments": {"q": "x"}}]'
+                     "</tool_calls>\n</answer>"),
+    ("hunyuan_a13b", "<think>\nPlan.\n</think>\n<answer>\nThe answer.\n</answer>"),
+    ("ernie45", 'Plan.\n</think>\n\n<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>\n'),
+    ("ernie45", "Plan.\n</think>\n\n<response>\nThe answer.\n</response>\n"),
+    ("granite", 'Here is my thought process: Plan. Here is my response: <|tool_call|>[{"name": "search", '
+                '"arguments": {"q": "x"}}]'),
+    ("granite", "Here is my thought process: Plan. Here is my response: The answer."),
+])  # fmt: skip
+def test_a_family_s_reasoning_and_calls_together_as_vllm_s(tokenizer: Any, name: str, text: str) -> None:
+    """The families whose reasoning and tool-call parsers share a name, both on one answer: the reasoning, the
+    content and the calls of vLLM's composed parser's whole answer (`parse`), against a chat choice's message."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.parser.parser_manager import ParserManager
+
+    from dynamo_lite.frontend.choice import ChatChoice, ChatOptions
+    from dynamo_lite.frontend.request import Outcome, Piece
+
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=TOOLS)
+    composed = ParserManager.get_parser(tool_parser_name=name, reasoning_parser_name=name, enable_auto_tools=True)
+    reasoning, content, calls = composed(tokenizer, request.tools).parse(text, request, enable_auto_tools=True)
+    opts = ChatOptions(tool_mode="auto", tool_parser=name, reasoning_parser=name,
+                       tool_properties={t["function"]["name"]: PROPS for t in TOOLS})  # fmt: skip
+    for size in (len(text), 3):
+        choice = ChatChoice(0, opts, str)
+        for i in range(0, len(text), size):
+            choice.delta(Piece(text[i:i + size], [], None))
+        message = choice.message(Outcome(1, None, "stop", (), 0))["message"]
+        assert (message["reasoning"], (message["content"] or "").strip()) == (reasoning, (content or "").strip())
+        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls", [])] \
+            == [(c.name, json.loads(c.arguments)) for c in calls or ()]  # fmt: skip
