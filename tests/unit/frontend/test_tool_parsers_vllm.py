@@ -276,5 +276,5 @@ def test_a_family_s_reasoning_and_calls_together_as_vllm_s(tokenizer: Any, name:
             choice.delta(Piece(text[i:i + size], [], None))
         message = choice.message(Outcome(1, None, "stop", (), 0))["message"]
         assert (message["reasoning"], (message["content"] or "").strip()) == (reasoning, (content or "").strip())
-        assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls", [])] \
-            == [(c.name, json.loads(c.arguments)) for c in calls or ()]  # fmt: skip
+        got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls", [])]
+        assert got == [(c.name, json.loads(c.arguments)) for c in calls or ()]
