@@ -185,9 +185,10 @@ def held_at_once(spec: ModelSpec, structured: Mapping[str, Any] | None) -> bool:
     gate (its --reasoning-parser, built without the request's kwargs, which the completions endpoint does not
     carry) of deepseek_v3 and poolside_v1 never thinks, while the request's kwargs may. vLLM's own server passes
     the kwargs to its engine, which lets the model think first; here the output is read as it is then written,
-    not thinking. A structural tag is left alone: its text outside its triggers is free."""
+    not thinking. So is one held to a structural tag: most hold from the first token (tool_choice required or
+    named), and the triggered tags of held calls under auto exclude `</think>` from their free text."""
     kind = REASONING_PARSERS.get(spec.reasoning_parser or "")
-    return bool(structured) and "structural_tag" not in structured and kind is not None and kind.GATE_UNTHINKING
+    return bool(structured) and kind is not None and kind.GATE_UNTHINKING
 
 
 def _harmony_options(body: ChatCompletionRequest, spec: ModelSpec, choice: Any) -> ChatOptions:

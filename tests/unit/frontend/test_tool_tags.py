@@ -122,3 +122,22 @@ def test_a_section_that_proves_no_call_is_no_call_in_a_whole_answer() -> None:
     assert any("tool_calls" in d["delta"] for d in streamed)
     assert whole["message"]["content"] == text and "tool_calls" not in whole["message"]
     assert whole["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("tool_choice", CHOICES[:2], ids=["required", "named"])
+def test_a_call_held_from_the_first_token_under_deepseek_v3_s_thinking_is_a_call(tool_choice: Any) -> None:
+    """deepseek_v3's engine gate never thinks without the request's kwargs, so a request that asks to think is held
+    to its call from the first token: the frontend reads that output as not thinking (plan.held_at_once), and the
+    call is a call, not reasoning."""
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                 "tools": TOOLS[1:], "tool_choice": tool_choice,
+                                                 "chat_template_kwargs": {"thinking": True}})  # fmt: skip
+    spec = ModelSpec(name="m", path="x", tool_call_parser="deepseek_v31", reasoning_parser="deepseek_v3")
+    held = plan.tool_held(body, "deepseek_v31")
+    text = script_for(None, held, 7)
+    assert text is not None
+    for structured, called in ((held, True), (None, False)):  # (without: all of it is read as reasoning)
+        choice = ChatChoice(0, plan.chat_options(body, spec, structured=structured), str)
+        choice.delta(Piece(text, None, None))
+        message = choice.message(Outcome(1, 0, "stop", (), 0))["message"]
+        assert bool(message.get("tool_calls")) is called and bool(message["reasoning"]) is not called
