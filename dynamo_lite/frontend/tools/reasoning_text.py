@@ -79,7 +79,6 @@ class MarkedReasoningParser(ReasoningParser):
 
 _THOUGHT, _RESPONSE = ("Here is my thought process:", "Here's my thought process:"), \
     ("Here is my response:", "Here's my response:")  # fmt: skip
-_ERNIE = ("<think>", "</think>", "<response>", "</response>")
 
 
 class GraniteReasoningParser(MarkedReasoningParser):
