@@ -78,7 +78,7 @@ class ModelSpec(Section):
     tool_strict_level: Literal["auto", "function", "parameter"] = "auto"
     """How far the engine holds tool calls (vLLM's --tool-strict-level), for the parsers held to the model's own call format: auto, the calls' form where tool_choice is required or named, or auto with a `strict` tool or parallel_tool_calls false, and a call's arguments for a `strict` tool only; function, the form under tool_choice auto too; parameter, every tool's arguments as well, as if all were strict."""
     reasoning_parser: ReasoningParserName | None = None
-    """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content. vLLM engines get it too: structured output then holds only after the reasoning."""
+    """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content. vLLM engines get it too: structured output then holds only after the reasoning. The frontend refuses at start a model whose vocabulary lacks a token the parser looks up (deepseek_r1's `<think>`, for one)."""
     default_chat_template_kwargs: dict[str, Any] = {}
     """Chat template kwargs under each request's (vLLM's --default-chat-template-kwargs), e.g. `{enable_thinking: false}`; the reasoning parser reads them too."""
 

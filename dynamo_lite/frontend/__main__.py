@@ -28,6 +28,7 @@ from dynamo_lite.frontend import handlers, harmony
 from dynamo_lite.frontend.app import FrontendConfig, build_app
 from dynamo_lite.frontend.state import STATE
 from dynamo_lite.frontend.tokenizer import load_tokenizer
+from dynamo_lite.frontend.tools.reasoning_own import unreadable
 from dynamo_lite.infra.entrypoint import add_spec_args, configure_logging, run_loop, tune_gc
 
 log = logging.getLogger("dynamo_lite.frontend")
@@ -112,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.file}: {e}", file=sys.stderr)
         return 2
     for i, model in enumerate(spec.models):
-        if problem := harmony.mismatch(model.tool_call_parser, model.reasoning_parser, tokenizers[model.name].harmony):
+        tok = tokenizers[model.name]
+        if problem := harmony.mismatch(model.tool_call_parser, model.reasoning_parser, tok.harmony) or \
+                (model.reasoning_parser and unreadable(model.reasoning_parser, tok.vocab_id)):
             print(f"error: {args.file}: models[{i}] ({model.name}): {problem}", file=sys.stderr)
             return 2
     app = build_app(FrontendConfig.from_spec(spec, args.nats_url, args.etcd_url), tokenizers, api_keys=api_keys)

@@ -4,7 +4,7 @@ table of every reasoning parser by vLLM 0.32's name (`REASONING_PARSERS`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynamo_lite.frontend.tools.kimi_k3 import Unwrapper
@@ -199,6 +199,26 @@ REASONING_PARSERS: dict[str, type[ReasoningParser]] = {  # vLLM's --reasoning-pa
     "hunyuan_a13b": HunyuanA13BReasoningParser,
     "ernie45": Ernie45ReasoningParser,
 }
+
+
+# The tokens vLLM 0.32's reasoning parser of each name looks up in the model's vocabulary when it is built without
+# a request's kwargs, as the engine builds it for its structured-output gate; the others look up none.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "deepseek_r1": ("<think>", "</think>"), "holo2": ("<think>", "</think>"), "ernie45": ("<think>", "</think>"),
+    "step3": ("</think>",), "minimax_m3": ("<mm:think>", "</mm:think>"), "mistral": ("[TOOL_CALLS]",),
+    "poolside_v1": ("<assistant>",), "olmo3": ("Ġ</", "</", "think", ">"),
+}  # fmt: skip
+
+
+def unreadable(name: str, vocab_id: Callable[[str], int | None]) -> str | None:
+    """Why vLLM's reasoning parser `name` cannot be built for a model whose vocabulary `vocab_id` reads (None: it
+    can): the tokens it looks up and the vocabulary lacks. vLLM refuses to start with it (its engine's config
+    builds the parser from the model's tokenizer)."""
+    missing = [t for t in NEEDS.get(name, ()) if vocab_id(t) is None]
+    if not missing:
+        return None
+    return (f"reasoning_parser: {name!r} looks up {', '.join(map(repr, missing))} in the model's vocabulary, "
+            "which has no such token")
 
 
 def new_reasoning_parser(name: str, chat_template_kwargs: Mapping[str, Any] | None = None,

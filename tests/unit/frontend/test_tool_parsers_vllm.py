@@ -278,3 +278,29 @@ def test_a_family_s_reasoning_and_calls_together_as_vllm_s(tokenizer: Any, name:
         assert (message["reasoning"], (message["content"] or "").strip()) == (reasoning, (content or "").strip())
         got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls", [])]
         assert got == [(c.name, json.loads(c.arguments)) for c in calls or ()]
+
+
+def test_the_tokens_vllm_s_parsers_look_up(tiny: Path) -> None:
+    """`NEEDS`: vLLM's reasoning parser of each name, built without kwargs (as its engine builds it), is built for
+    a vocabulary that has the tokens listed, and fails for one that lacks any of them (vLLM's engine then refuses
+    to start, and the frontend refuses such a model at start, `unreadable`)."""
+    from transformers import AutoTokenizer
+
+    from dynamo_lite.frontend.tools.reasoning_own import NEEDS, REASONING_PARSERS, unreadable
+
+    def built(name: str, tokens: tuple[str, ...]) -> bool:
+        tok = AutoTokenizer.from_pretrained(str(tiny))
+        tok.add_tokens([t for t in tokens if t not in tok.get_vocab()])
+        try:
+            vllm_reasoning.ReasoningParserManager.get_reasoning_parser(name)(tok)
+        except (RuntimeError, ValueError, KeyError):
+            return False
+        return True
+
+    bare = AutoTokenizer.from_pretrained(str(tiny)).get_vocab()
+    for name in REASONING_PARSERS:
+        needs = NEEDS.get(name, ())
+        assert built(name, needs), name
+        for missing in (t for t in needs if t not in bare):
+            assert not built(name, tuple(t for t in needs if t != missing)), (name, missing)
+        assert (unreadable(name, bare.get) is None) is all(t in bare for t in needs), name
