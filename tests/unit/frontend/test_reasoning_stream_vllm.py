@@ -7,11 +7,10 @@ holds the same parsers to vLLM's whole answers)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-import regex
-
 
 from dynamo_lite.frontend.tools import new_reasoning_parser
 
@@ -24,7 +23,7 @@ OUTPUTS = {
     "granite_thinking_parser": ["Cut short", "Plan.</think>", "Plan.</think>\n\n", "Plan.\n</think>\nAns",
                                 "Plan.\n</think>\n\n<tool_call>x"],
 }  # fmt: skip
-WORD = regex.compile(r"'s|\s?\w+|\s|[^\w\s]")  # a word is a token, as in the models' vocabularies
+WORD = re.compile(r"'s|\s?\w+|\s|[^\w\s]")  # a word is a token, as in the models' vocabularies
 FORCING = [{"force_nonempty_content": True}, {"enable_thinking": False}, {}]
 
 
