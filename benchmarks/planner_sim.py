@@ -53,7 +53,8 @@ from planner import (  # noqa: E402
     VirtualClock,
 )  # fmt: skip
 from planner.predict import KalmanPredictor, LastValue, Predictor, SeasonalConfig, SeasonalPredictor  # noqa: E402
-from planner_sim_fleet import ALWAYS_REMOTE, TRACE_BLOCK, Fleet, FleetConfig, Request  # noqa: E402
+from benchmarks.planner_sim_fleet import Fleet  # noqa: E402
+from benchmarks.sim_fleet_types import ALWAYS_REMOTE, TRACE_BLOCK, FleetConfig, Request  # noqa: E402
 from router.ttft import Seed  # noqa: E402
 
 

@@ -17,18 +17,15 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from benchmarks.fleet_oracle import marginal_ttft, predicted_ttft
 from benchmarks.lru_sim import LruCache
+from benchmarks.sim_fleet_types import FleetConfig, Request, Worker
 from router import Router, RouterConfig, RouterMode
 from router.cost import pick_lowest, score_candidates, score_ttft
 from router.load import LoadView
 from router.ttft import TtftModel
 from router.types import RequestId, WorkerId
-
-if TYPE_CHECKING:
-    from benchmarks.planner_sim_fleet import FleetConfig, Request, Worker
 
 
 class SimRouting:

@@ -17,14 +17,12 @@ from typing import Any
 import pydantic
 import pytest
 
+from tests.integration.api_requests import script
+
 pytestmark = pytest.mark.integration
 AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # made by deploy/test.sh
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 WEATHER_JSON = '{"city": "Paris", "sunny": true}'
-
-
-def script(text: str) -> dict[str, Any]:
-    return {"vllm_xargs": {"mock_output": text}}
 
 
 class Weather(pydantic.BaseModel):
