@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.messages import NamedToolChoice
 from dynamo_lite.frontend.schemas import ChatCompletionRequest
 from dynamo_lite.frontend.tool_tags import held_arguments, holds, strictness
-from dynamo_lite.frontend.tool_tags.shapes import any_text, json_schema
+from dynamo_lite.frontend.tool_tags.shapes import any_text, held_format, json_schema
 
 _END = ["<|end|>", ""]  # a message's end, or a stop token (xgrammar writes those as "")
 _CONSTRAINS = (" json", " <|constrain|>json")
@@ -59,25 +58,8 @@ def structured_outputs(body: ChatCompletionRequest, tool_parser: bool, level: st
 
 def _final_held(held: dict[str, Any]) -> dict[str, Any] | None:
     """The tag holding the final message's text to a response format (vLLM's `_adjust_output_format`)."""
-    if held.get("json_object"):
-        content = json_schema({"type": "object"})
-    elif held.get("json") is not None:
-        schema = held["json"]
-        content = json_schema(json.loads(schema) if isinstance(schema, str) else schema)
-    elif held.get("regex") is not None:
-        content = {"type": "regex", "pattern": held["regex"]}
-    elif held.get("choice") is not None:
-        content = {"type": "or", "elements": [{"type": "const_string", "value": c} for c in held["choice"]]}
-    elif held.get("structural_tag") is not None:
-        given = json.loads(held["structural_tag"])
-        if not isinstance(given, dict) or "format" not in given:
-            raise ApiError(400, "A structural tag of the legacy kind (`structures`) is not served here for a gpt-oss "
-                                "(Harmony) model; give its `format`.", param="response_format")  # fmt: skip
-        content = given["format"]
-    elif held.get("grammar") is not None:
-        raise ApiError(400, "A grammar is not served here for a gpt-oss (Harmony) model: vLLM turns it into an "
-                            "xgrammar format, which the frontend does not build.", param="structured_outputs")
-    else:
+    content = held_format(held)
+    if content is None:
         return None
     if content.get("type") == "json_schema":
         final = {"type": "or", "elements": [_tag(f"<|channel|>final{c}<|message|>", content) for c in _CONSTRAINS]}

@@ -167,4 +167,5 @@ def structured_from(response_format: ResponseFormat | None, structured: Structur
     if response_format.type == "json_schema":
         assert response_format.json_schema is not None
         return base | {"json": response_format.json_schema.schema_}
-    return base | {"structural_tag": json.dumps(response_format.model_dump(by_alias=True))}
+    tag = response_format.model_dump(by_alias=True, exclude={"json_schema"})  # the tag's own keys, as vLLM's
+    return base | {"structural_tag": json.dumps(tag)}

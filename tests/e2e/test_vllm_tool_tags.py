@@ -1,4 +1,4 @@
-"""tool_choice required, named and auto-with-a-strict-tool for a hermes model, behind `orchestrator up` with a
+"""tool_choice required, named and auto-with-a-strict-tool (alone, or beside a grammar) for a hermes model, behind `orchestrator up` with a
 real vLLM engine, answered as vLLM's own server answers the same request.
 
 The frontend holds the engine to hermes' own `<tool_call>` format with the structural tag vLLM 0.32 builds, and
@@ -42,6 +42,11 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "auto, a strict tool": {"tool_choice": "auto"},
     "required, streamed": {"tool_choice": "required", "stream": True},
     "named, streamed": {"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "stream": True},
+    # a grammar beside the calls (the answer is a call or the grammar's): vLLM's xgrammar format of it, in EBNF
+    "auto, a strict tool, an EBNF grammar": {"tool_choice": "auto", "structured_outputs": {
+        "grammar": 'root ::= "yes" | "no" | "maybe"'}},
+    "auto, a strict tool, a Lark grammar": {"tool_choice": "auto", "structured_outputs": {
+        "grammar": 'start: answer\nanswer: "yes" | "no" | "maybe"'}, "stream": True},
 }
 
 
@@ -103,6 +108,8 @@ def test_tool_choice_answers_are_vllm_s(tmp_path: Path) -> None:
                     **fields}  # fmt: skip
             ours, theirs = post(cluster.url, body), post(engine, body)
             assert ours == theirs, name
+            if "structured_outputs" in fields:
+                assert ours["calls"] or ours["content"] in ("yes", "no", "maybe"), (name, ours)
             if fields["tool_choice"] != "auto":  # (auto may answer in text: the random model's choice)
                 ((called, arguments),) = ours["calls"]
                 assert json.loads(arguments)["city" if called == "get_weather" else "zone"], (name, ours)

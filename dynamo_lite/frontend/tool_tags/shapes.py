@@ -5,6 +5,7 @@ every field written, defaults too), and the tools and tool_choice the tag builde
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -117,7 +118,23 @@ def held_format(held: dict[str, Any]) -> Shape | None:
             raise ApiError(400, "A structural tag needs its `format`.", param="response_format")
         return given["format"]
     if held.get("grammar") is not None:
-        raise ApiError(400, "A grammar together with a tool the engine holds calls to is not served here: vLLM "
-                            "turns the grammar into an xgrammar format, which the frontend does not build.",
-                       param="structured_outputs")  # fmt: skip
+        return {"type": "grammar", "grammar": ebnf(held["grammar"])}
     return None
+
+
+def ebnf(grammar: str) -> str:
+    """A grammar in the EBNF an xgrammar format takes: as given when a line defines a rule with `::=`, else read as
+    Lark and converted by xgrammar, as vLLM's `structured_outputs_to_format` does (a 400 when it is not Lark)."""
+    for line in grammar.split("\n"):
+        if "::=" in re.sub(r"(#|//).*$", "", line):
+            return grammar
+    try:
+        from xgrammar import Grammar  # vLLM's converter; it comes with vLLM, and needs torch
+    except ImportError:
+        raise ApiError(400, "A Lark grammar together with a tool the engine holds calls to needs xgrammar in the "
+                            "frontend's environment, to turn it into EBNF as vLLM does; give the grammar in EBNF "
+                            "(rules with `::=`).", param="structured_outputs")  # fmt: skip
+    try:
+        return str(Grammar.from_lark(grammar))
+    except Exception:  # noqa: BLE001 - xgrammar raises what its Lark reader raises; vLLM answers any of it so
+        raise ApiError(400, "Invalid grammar specification.", param="structured_outputs") from None

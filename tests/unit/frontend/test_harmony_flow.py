@@ -86,7 +86,7 @@ async def test_without_harmony_s_parsers_the_text_comes_as_it_is(harness: Any) -
 
 
 @pytest.mark.parametrize(("body", "field"), [({"reasoning_effort": "none"}, "reasoning_effort"),
-                                             ({"structured_outputs": {"grammar": "root ::= x"}}, "structured_outputs")])
+                                             ({"structured_outputs": {"grammar": "start: ("}}, "structured_outputs")])  # not Lark
 async def test_what_is_not_served_is_refused_by_name(harness: Any, body: dict[str, Any], field: str) -> None:
     h = await harness(model=GPT_OSS)
     h.add_worker("d0", script=script(ANSWER))

@@ -14,6 +14,7 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from dynamo_lite.frontend import harmony
 from dynamo_lite.frontend.errors import ApiError
 from dynamo_lite.frontend.schemas import ChatCompletionRequest
+from tests.unit.frontend.held_formats import GRAMMARS, LEGACY
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -142,7 +143,7 @@ SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type":
 HELD: list[dict[str, Any]] = [
     {"response_format": SCHEMA}, {"response_format": {"type": "json_object"}}, {"response_format": {"type": "text"}},
     {"structured_outputs": {"regex": "[a-z]+"}}, {"structured_outputs": {"choice": ["yes", "no"]}},
-    {"structured_outputs": {"json": {"type": "array"}}},
+    {"structured_outputs": {"json": {"type": "array"}}}, *GRAMMARS, LEGACY,
     {"tools": [_tool("a")], "tool_choice": "required"}, {"tools": [_tool("a"), _tool("b", True)], "tool_choice": "required"},
     {"tools": [_tool("a"), _tool("b")], "tool_choice": {"type": "function", "function": {"name": "b"}}},
     {"tools": [_tool("a")], "tool_choice": "auto"}, {"tools": [_tool("a"), _tool("b", True)], "tool_choice": "auto"},

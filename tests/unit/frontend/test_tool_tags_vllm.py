@@ -14,6 +14,7 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from dynamo_lite.frontend import plan, tool_tags
 from dynamo_lite.frontend.schemas import ChatCompletionRequest
 from dynamo_lite.frontend.tools import TOOL_PARSER_NAMES
+from tests.unit.frontend.held_formats import GRAMMARS, LEGACY
 from tests.unit.frontend.parser_outputs import MARKERS
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -45,6 +46,8 @@ BODIES: list[dict[str, Any]] = [
     {"tools": [_tool("a", True)], "tool_choice": "auto", "response_format": SCHEMA},
     {"tools": [_tool("a", True)], "tool_choice": "auto", "structured_outputs": {"regex": "[a-z]+"}},
     {"tools": [_tool("a", True)], "tool_choice": "auto", "structured_outputs": {"choice": ["yes", "no"]}},
+    *({"tools": [_tool("a", True)], "tool_choice": "auto", **held} for held in (*GRAMMARS, LEGACY)),
+    {"tools": [_tool("a")], "tool_choice": "auto", "parallel_tool_calls": False, **GRAMMARS[1]},
     {"tools": [_tool("a")], "tool_choice": "auto", "response_format": SCHEMA},
     {"tools": [_tool("a")], "tool_choice": "auto", "response_format": SCHEMA, "parallel_tool_calls": False},
     {"tools": [_tool("a")], "tool_choice": "none", "response_format": SCHEMA},
