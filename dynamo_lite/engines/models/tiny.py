@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from dynamo_lite.engines.models._atomic import building
@@ -55,14 +56,20 @@ def build_tiny_llama(target: Path, seed: int = 0) -> Path:
 
 
 def build_tiny_thinking(target: Path, seed: int = 0) -> Path:
-    """The tiny Llama with a thinking model's tags, `<think>` and `</think>`, as tokens of its vocabulary (what
-    vLLM's reasoning parsers look up), and room for them in its weights."""
+    """The tiny Llama with a thinking model's tags, `<think>` and `</think>` (what vLLM's reasoning parsers look
+    up), as tokens of its vocabulary."""
+    return build_tiny_tagged(target, ("<think>", "</think>"), seed)
+
+
+def build_tiny_tagged(target: Path, tags: Sequence[str], seed: int = 0) -> Path:
+    """The tiny Llama with `tags` (a format's markers, which vLLM's parsers look up in the vocabulary) as tokens of
+    its vocabulary, and room for them in its weights."""
     from transformers import AutoTokenizer
 
     with building(target) as out:
         train_tokenizer(out)
         tok = AutoTokenizer.from_pretrained(str(out))
-        tok.add_tokens(["<think>", "</think>"])
+        tok.add_tokens(list(tags))
         tok.save_pretrained(str(out))
         _save_random_llama(out, len(tok), tok.convert_tokens_to_ids("<|endoftext|>"),
                            tok.convert_tokens_to_ids("<|im_end|>"), seed)  # fmt: skip

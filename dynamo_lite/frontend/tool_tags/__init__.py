@@ -44,9 +44,9 @@ TAGGED: dict[str, tuple[str, bool]] = {
     "mimo": ("mimo", False), "glm45": ("glm_4_7", True), "glm47": ("glm_4_7", True), "ling3": ("glm_4_7", False),
     "minimax_m2": ("minimax", False), "kimi_k3": ("kimi_k3", False),
 }  # fmt: skip
-# The parsers that read required / named answers in their own format, as auto: the tagged ones, and those
-# vLLM leaves unheld (no structural tag model).
-NATIVE = frozenset(TAGGED) | {"gemma4", "minimax_m3", "dots"}
+# The parsers that read required / named answers in their own format, as auto: the tagged ones, mistral (held
+# to its own JSON list: `mistral_held`), and those vLLM leaves unheld (no structural tag model).
+NATIVE = frozenset(TAGGED) | {"mistral", "gemma4", "minimax_m3", "dots"}
 
 
 def named_tool(body: ChatCompletionRequest) -> Tool | None:
@@ -107,3 +107,21 @@ def held_arguments(tool: Tool, strict: bool) -> Any:
     if not strict:
         return True
     return tool.function.parameters if tool.function.parameters is not None else True
+
+
+def mistral_held(body: ChatCompletionRequest) -> dict[str, Any] | None:
+    """The engine's `structured_outputs` for a chat request to a model of the mistral tool-call parser, as vLLM 0.32's
+    parser adjusts it for a Hugging Face tokenizer (`vllm/parser/mistral.py`, `_build_guided_schema_pre_v11`):
+    tool_choice required or named holds the answer to a bare JSON list of `{"name", "arguments"}` objects (named:
+    one, of that tool), unless the request holds it itself (structured_outputs, or a structural tag response
+    format; a JSON response format gives way); else what the request asks."""
+    named = named_tool(body)
+    own = body.structured_outputs is not None or (body.response_format is not None
+                                                  and body.response_format.type == "structural_tag")  # fmt: skip
+    if not body.tools or own or (named is None and body.effective_tool_choice() != "required"):
+        return body.structured()
+    items = [{"type": "object", "properties": {"name": {"type": "string", "enum": [t.function.name]},
+                                               "arguments": t.function.parameters or {"type": "object"}},
+              "required": ["name", "arguments"]} for t in ([named] if named is not None else body.tools)]  # fmt: skip
+    one = {"maxItems": 1} if named is not None else {}
+    return {"json": {"type": "array", "minItems": 1, **one, "items": {"type": "object", "anyOf": items}}}

@@ -20,7 +20,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dynamo_lite.frontend.tools.base import JsonArguments, ParsedCall, ToolParser, balanced_end, json_call, skip_space
+from dynamo_lite.frontend.tools.base import (
+    JsonArguments,
+    Parsed,
+    ParsedCall,
+    ToolParser,
+    balanced_end,
+    json_call,
+    skip_space,
+)  # fmt: skip
 from dynamo_lite.frontend.tools.dots import DotsParser
 from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
 from dynamo_lite.frontend.tools.gigachat3 import GigaChat3Parser
@@ -264,6 +272,47 @@ class MistralParser(ToolParser):
         return ([call], end) if call is not None else None
 
 
+class MistralListParser(ToolParser):
+    """mistral under tool_choice required or named, where the engine is held to a bare JSON list of
+    `{"name", "arguments"}` (`tool_tags.mistral_held`), read as vLLM 0.32's pre-v11 reading does
+    (`_legacy_extract_tool_calls`): the first JSON value of the output is the calls (an object: one call), what
+    follows it is dropped; output that is no such value is content, stripped. Each call comes whole."""
+
+    TAGS = ("[TOOL_CALLS]", "[ARGS]")
+    keeps_special_tokens = "always"
+    engine = True
+
+    def __init__(self, tools: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        super().__init__(tools)
+        self._text = ""
+        self._read = False  # the calls were taken
+
+    def feed(self, text: str) -> Parsed:
+        out = Parsed()
+        if not self._read:
+            self._text += text
+            if self._text.rstrip().endswith(("]", "}")):  # (a list or an object can only have ended so)
+                self._take(out)
+        return out
+
+    def finish(self) -> Parsed:
+        out = Parsed()
+        if not self._read and not self._take(out):
+            out.content = self._text.strip()
+        return out
+
+    def _take(self, out: Parsed) -> bool:
+        try:
+            value, _ = json.JSONDecoder().raw_decode(self._text, skip_space(self._text, 0))
+        except ValueError:
+            return False
+        items = [value] if isinstance(value, dict) else value if isinstance(value, list) else []
+        calls = [c for o in items if isinstance(o, dict) and (c := json_call(o.get("name"), o.get("arguments")))]
+        out.calls.extend(calls)
+        self._read = bool(calls)
+        return self._read
+
+
 PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (several name one format)
     "hermes": HermesParser,
     "qwen3_json": HermesParser,
@@ -310,10 +359,16 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
 }
 
 
+# The formats read otherwise when tool_choice is required or named (the engine holds those answers to a form of
+# the format's own)
+HELD_PARSERS: dict[str, type[ToolParser]] = {"mistral": MistralListParser}
+
+
 def new_tool_parser(name: str, tools: Mapping[str, Mapping[str, Any]] | None = None,
-                    defs: Mapping[str, Mapping[str, Any]] | None = None) -> ToolParser:
+                    defs: Mapping[str, Mapping[str, Any]] | None = None, held: bool = False) -> ToolParser:
     """A fresh parser of format `name` (one per choice of a request); `tools`: each function's parameter
-    properties, by name; `defs`: each function's parameter `$defs`, by name."""
-    parser = PARSERS[name](tools)
+    properties, by name; `defs`: each function's parameter `$defs`, by name; `held`: tool_choice is required or
+    named."""
+    parser = (HELD_PARSERS.get(name, PARSERS[name]) if held else PARSERS[name])(tools)
     parser.defs = defs or {}
     return parser

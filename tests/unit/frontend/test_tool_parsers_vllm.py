@@ -304,3 +304,43 @@ def test_the_tokens_vllm_s_parsers_look_up(tiny: Path) -> None:
         for missing in (t for t in needs if t not in bare):
             assert not built(name, tuple(t for t in needs if t != missing)), (name, missing)
         assert (unreadable(name, bare.get) is None) is all(t in bare for t in needs), name
+
+
+MISTRAL_HELD = ['[{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+                '  {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}',
+                '[{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "search", "arguments": {}}] and more',
+                '[{"name": "search", "arguments": {"tags": ["a"]}}] [{"name": "get_weather", "arguments": {}}]',
+                "Hello", "[1, 2]", "  ", ""]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", MISTRAL_HELD)
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_mistral_s_held_list_is_read_as_vllm_reads_it(tiny: Path, text: str, tool_choice: Any) -> None:
+    """tool_choice required or named on a mistral model, whose engine is held to a bare JSON list of calls
+    (`tool_tags.mistral_held`): the content and calls of vLLM's composed parser's whole answer (`parse`, on a Hugging
+    Face tokenizer with `[TOOL_CALLS]` and without `[ARGS]`: vLLM's pre-v11 reading), against a chat choice's
+    message, fed in pieces of 1, 3 and all characters."""
+    from transformers import AutoTokenizer
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.parser.parser_manager import ParserManager
+
+    from dynamo_lite.frontend.choice import ChatChoice, ChatOptions
+    from dynamo_lite.frontend.request import Outcome, Piece
+
+    tok = AutoTokenizer.from_pretrained(str(tiny))
+    tok.add_special_tokens({"additional_special_tokens": ["[TOOL_CALLS]"]})
+    request = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=TOOLS,
+                                    tool_choice=tool_choice)  # fmt: skip
+    composed = ParserManager.get_parser(tool_parser_name="mistral", enable_auto_tools=True)
+    _, content, calls = composed(tok, request.tools).parse(text, request, enable_auto_tools=True)
+    mode = "required" if tool_choice == "required" else "named"
+    opts = ChatOptions(tool_mode=mode, tool_name=None if mode == "required" else "get_weather", tool_parser="mistral",
+                       native_calls=True, tool_properties={t["function"]["name"]: PROPS for t in TOOLS})  # fmt: skip
+    for size in (1, 3, len(text) or 1):
+        choice = ChatChoice(0, opts, str)
+        for i in range(0, len(text), size):
+            choice.delta(Piece(text[i:i + size], [], None))
+        message = choice.message(Outcome(1, None, "stop", (), 0))["message"]
+        assert message["content"] == (content or "")  # (vLLM's server sends no content as empty text here)
+        got = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls", [])]
+        assert got == [(c.name, json.loads(c.arguments)) for c in calls or ()], size

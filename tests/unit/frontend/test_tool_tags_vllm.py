@@ -91,7 +91,7 @@ def vllm_held(tokenizer: Any, name: str, body: dict[str, Any], level: str) -> di
     return _held(held.__dict__ if held is not None else None)
 
 
-@pytest.mark.parametrize("name", sorted(set(TOOL_PARSER_NAMES) - {"mistral", "openai"}))
+@pytest.mark.parametrize("name", sorted(set(TOOL_PARSER_NAMES) - {"openai"}))
 @pytest.mark.parametrize("level", ["auto", "function", "parameter"])
 def test_the_engine_holds_the_answer_as_vllm_does(tokenizer: Any, name: str, level: str) -> None:
     """At each of vLLM's --tool-strict-level (models[].tool_strict_level)."""
@@ -105,7 +105,7 @@ def test_the_tables_are_vllm_s() -> None:
     """The parsers that read required / named in their own format, and the structural tag model of each."""
     import vllm.tool_parsers as vllm_tools
 
-    for name in set(TOOL_PARSER_NAMES) - {"mistral", "openai"}:
+    for name in set(TOOL_PARSER_NAMES) - {"openai"}:
         cls = vllm_tools.ToolParserManager.get_tool_parser(name)
         assert (name in tool_tags.NATIVE) is (not cls.supports_required_and_named), name
         model = tool_tags.TAGGED.get(name, (None, False))[0]
