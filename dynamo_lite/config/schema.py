@@ -56,7 +56,8 @@ ToolCallParser = Literal["hermes", "qwen3_json", "longcat", "granite4", "ernie45
                          "lfm2", "granite", "granite-20b-fc", "jamba", "hunyuan_a13b", "internlm", "qwen3_xml",
                          "qwen3_coder", "step3p5", "step3", "mimo", "seed_oss", "glm45", "glm47", "ling3", "minimax_m2", "minimax_m3",
                          "kimi_k2", "kimi_k3", "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4",
-                         "deepseek_v41", "gemma4", "functiongemma", "gigachat3", "dots", "openai"]  # fmt: skip
+                         "deepseek_v41", "gemma4", "functiongemma", "gigachat3", "dots", "poolside_v1",
+                         "openai"]  # fmt: skip
 ReasoningParserName = Literal["deepseek_r1", "minimax_m2", "qwen3", "nemotron_v3", "step3p5", "glm45", "glm47",
                               "seed_oss", "kimi_k2", "deepseek_v3", "deepseek_v4", "deepseek_v41", "gemma4",
                               "mistral", "mimo", "olmo3", "ling3", "kimi_k3", "minimax_m3", "step3",

@@ -46,7 +46,7 @@ TAGGED: dict[str, tuple[str, bool]] = {
 }  # fmt: skip
 # The parsers that read required / named answers in their own format, as auto: the tagged ones, mistral (held
 # to its own JSON list: `mistral_held`), and those vLLM leaves unheld (no structural tag model).
-NATIVE = frozenset(TAGGED) | {"mistral", "gemma4", "minimax_m3", "dots"}
+NATIVE = frozenset(TAGGED) | {"mistral", "gemma4", "minimax_m3", "dots", "poolside_v1"}
 
 
 def named_tool(body: ChatCompletionRequest) -> Tool | None:

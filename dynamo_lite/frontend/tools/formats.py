@@ -34,6 +34,7 @@ from dynamo_lite.frontend.tools.gemma4 import FunctionGemmaParser, Gemma4Parser
 from dynamo_lite.frontend.tools.gigachat3 import GigaChat3Parser
 from dynamo_lite.frontend.tools.kimi_k3 import KimiK3Parser
 from dynamo_lite.frontend.tools.minimax_m3 import MiniMaxM3Parser
+from dynamo_lite.frontend.tools.poolside import PoolsideV1Parser
 from dynamo_lite.frontend.tools.pythonic import Lfm2Parser, Olmo3Parser, PythonicParser
 from dynamo_lite.frontend.tools.wrapped_json import (
     ApertusParser,
@@ -326,6 +327,7 @@ PARSERS: dict[str, type[ToolParser]] = {  # vLLM's --tool-call-parser names (sev
     "seed_oss": SeedOssParser,
     "glm45": Glm45Parser,
     "glm47": Glm45Parser,
+    "poolside_v1": PoolsideV1Parser,
     "minimax_m2": MiniMaxM2Parser,
     "kimi_k2": KimiK2Parser,
     "deepseek_v3": DeepSeekV3Parser,

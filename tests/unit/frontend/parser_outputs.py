@@ -14,7 +14,7 @@ MARKERS = ["<tool_call>", "</tool_call>", "<｜tool▁calls▁begin｜>", "<｜t
            "<|action_start|>", "<|plugin|>", "<|action_end|>", "<start_function_call>", "<end_function_call>",
            "<escape>", "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>",
            "<｜tool_sep｜>", "<|tools_prefix|>", "<|tools_suffix|>", "<|open|>", "<|close|>", "<|sep|>",
-           "<mm:think>", "</mm:think>"]  # fmt: skip
+           "<mm:think>", "</mm:think>", "<assistant>"]  # fmt: skip
 O, X, P = "<|open|>", "<|close|>", "<|sep|>"  # Kimi K3's
 M = "]<]minimax[>["  # MiniMax M3's namespace
 PROPS = {"city": {"type": "string"}, "days": {"type": "integer"}, "hot": {"type": "boolean"},
@@ -208,6 +208,16 @@ OUTPUTS: list[tuple[str, str]] = [
     ("dots", f'Unknown.{DOTS[0]}<invoke name="ghost"></invoke>{DOTS[1]} Then {DOTS[0]}{{"name": "search"}}{DOTS[1]}'),
     ("dots", f'No call.{DOTS[0]}garbage{DOTS[1]} More text.{DOTS[0]}{{"name": "search", "arguments": [1]}}{DOTS[1]}'),
     ("dots", f'Cut short.{DOTS[0]}<invoke name="search"><parameter name="q">x</parameter></invoke>'),
+    ("poolside_v1", "Sure.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value> Paris </arg_value>\n"
+                    "<arg_key>days</arg_key>\n<arg_value> 3 </arg_value>\n<arg_key>hot</arg_key><arg_value>True"
+                    "</arg_value><arg_key>tags</arg_key><arg_value>['a', 'b']</arg_value><arg_key>temp</arg_key>"
+                    "<arg_value>null</arg_value><arg_key>where</arg_key><arg_value>{\"lat\": 1.5}</arg_value>\n"
+                    "</tool_call>"),
+    ("poolside_v1", "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>x y</arg_value>\n</tool_call> between "
+                    "<tool_call>get_weather</tool_call>\n<tool_call>get_weather\n<arg_key>days</arg_key>"
+                    "<arg_value>2"),
+    ("poolside_v1", "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>x"),
+    ("poolside_v1", "No call, just <tool_call and <arg_key> text."),
 ]
 
 THOUGHTS = ["The answer.", "<think>Plan.</think>\nThe answer.", "Plan.</think>The answer.", "<think>Cut short",

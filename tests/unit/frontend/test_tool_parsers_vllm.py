@@ -255,6 +255,9 @@ def test_the_engine_gates_that_never_think(tiny: Path) -> None:
     ("granite", 'Here is my thought process: Plan. Here is my response: <|tool_call|>[{"name": "search", '
                 '"arguments": {"q": "x"}}]'),
     ("granite", "Here is my thought process: Plan. Here is my response: The answer."),
+    ("poolside_v1", "<think>Plan.</think>Sure.<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>x</arg_value>\n"
+                    "</tool_call>"),
+    ("poolside_v1", "Plan.</think>Sure."),
 ])  # fmt: skip
 def test_a_family_s_reasoning_and_calls_together_as_vllm_s(tokenizer: Any, name: str, text: str) -> None:
     """The families whose reasoning and tool-call parsers share a name, both on one answer: the reasoning, the
