@@ -14,8 +14,8 @@ started, the router is put in front of it, and the same requests are replayed th
   front of engines started directly (benchmarks/arena_fleet.py).
 
 Workloads (``--workload``): ``mooncake``, the trace in ``--trace`` (by default the Mooncake synthetic trace
-shipped in benchmarks/data; any Mooncake-format file); ``chat`` and ``tenants``, generated in process from
-``--seed`` by benchmarks/trace_gen.py. ``--rate X`` compresses arrival times X-fold (the load), and
+shipped in benchmarks/data; any Mooncake, Azure or BurstGPT trace: trace_formats.py); ``chat`` and ``tenants``,
+generated in process from ``--seed`` by benchmarks/trace_gen.py. ``--rate X`` compresses arrival times X-fold (the load), and
 ``--rate-profile`` then warps them so that the load varies (a sine, a step, a burst train: rate_profile.py);
 ``--capacity-fraction F`` sets each engine's KV cache to F x the slice's distinct blocks (cache pressure:
 1 / (3 x workers)); ``--timing`` picks the mock's timing; ``--repeats N`` runs every router N times;

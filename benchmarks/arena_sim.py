@@ -157,6 +157,11 @@ def simulate(label: str, requests: list[ReplayRequest], args: argparse.Namespace
                   good / len(reqs), percentile(itls, 50), time.perf_counter() - started)  # fmt: skip
 
 
+def of_sticky(hits: float, sticky: float) -> str:
+    """Prefix hits as a share of the sticky reference's; "-" where it has none (a trace sharing no prefix)."""
+    return f"{hits / sticky:.2f}" if sticky else "-"
+
+
 def table(results: list[Result], refs: list[arena_refs.Reference]) -> str:
     sticky = next(r.prefix_hit_ratio for r in refs if r.name == "sticky")
     blocks = next((r.ttft_p99_ms for r in results if r.router == "blocks"), None)
@@ -164,7 +169,7 @@ def table(results: list[Result], refs: list[arena_refs.Reference]) -> str:
             "within SLOs | fleet busy | requests/worker CV |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         vs = f"{r.ttft_p99_ms / blocks:.2f}x" if blocks else "-"
-        rows.append(f"| {r.router} | {r.prefix_hit_ratio:.1%} | {r.prefix_hit_ratio / sticky:.2f} | "
+        rows.append(f"| {r.router} | {r.prefix_hit_ratio:.1%} | {of_sticky(r.prefix_hit_ratio, sticky)} | "
                     f"{r.ttft_p50_ms:.0f} | {r.ttft_p99_ms:.0f} | {vs} | {r.itl_p50_ms:.1f} | {r.good:.1%} | "
                     f"{r.busy:.0%} | {r.requests_cv:.2f} |")
     for ref in refs:
@@ -172,7 +177,8 @@ def table(results: list[Result], refs: list[arena_refs.Reference]) -> str:
         if ref.ttft_floor_ms is not None:
             p50, p99 = f"{ref.ttft_floor_ms[0]:.0f} (floor)", f"{ref.ttft_floor_ms[1]:.0f} (floor)"
             vs = f"{ref.ttft_floor_ms[1] / blocks:.2f}x" if blocks else "-"
-        rows.append(f"| reference: {ref.name} | {ref.prefix_hit_ratio:.1%} | {ref.prefix_hit_ratio / sticky:.2f} | "
+        share = of_sticky(ref.prefix_hit_ratio, sticky)
+        rows.append(f"| reference: {ref.name} | {ref.prefix_hit_ratio:.1%} | {share} | "
                     f"{p50} | {p99} | {vs} | - | - | - | - |")
     return "\n".join(rows)
 
@@ -191,8 +197,9 @@ def plot(results: list[Result], refs: list[arena_refs.Reference], title: str, pa
     for r in results:
         color = {"oracle": "tab:purple", "ttft": "tab:blue", "cache_aware": "tab:orange"}.get(
             r.router.split("+")[0], "tab:gray")
-        ax.scatter(r.prefix_hit_ratio / sticky, r.ttft_p99_ms / blocks, color=color)
-        ax.annotate(r.router, (r.prefix_hit_ratio / sticky, r.ttft_p99_ms / blocks), fontsize=8,
+        share = r.prefix_hit_ratio / sticky if sticky else 0.0  # (a trace sharing no prefix: none to share)
+        ax.scatter(share, r.ttft_p99_ms / blocks, color=color)
+        ax.annotate(r.router, (share, r.ttft_p99_ms / blocks), fontsize=8,
                     xytext=(4, 4), textcoords="offset points")  # fmt: skip
     ax.axvline(0.95, color="k", linestyle=":", label="hits 0.95 of sticky")
     ax.axhline(0.8, color="k", linestyle="--", label="TTFT p99 0.8x blocks")
@@ -265,7 +272,7 @@ def sweep(args: argparse.Namespace, command: list[str]) -> int:
     lines = ["| load | router | prefix hits | hits / sticky | TTFT p50 ms | TTFT p99 ms | fleet busy |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| x{row['rate']:g} | {row['router']} | {row['prefix_hit_ratio']:.1%} | "
-              f"{row['prefix_hit_ratio'] / sticky:.2f} | {row['ttft_p50_ms']:.0f} | {row['ttft_p99_ms']:.0f} | "
+              f"{of_sticky(row['prefix_hit_ratio'], sticky)} | {row['ttft_p50_ms']:.0f} | {row['ttft_p99_ms']:.0f} | "
               f"{row['busy']:.0%} |" for row in rows]  # type: ignore[operator,str-format]
     text = "\n".join(lines)
     print(text)
@@ -294,7 +301,7 @@ def plot_sweep(rows: list[dict[str, object]], sticky: float, title: str, path: P
         mine = [row for row in rows if row["router"] == label]
         rates = [float(row["rate"]) for row in mine]  # type: ignore[arg-type]
         tail.plot(rates, [row["ttft_p99_ms"] for row in mine], marker="o", label=label)
-        shares = [float(row["prefix_hit_ratio"]) / sticky for row in mine]  # type: ignore[arg-type]
+        shares = [float(row["prefix_hit_ratio"]) / sticky if sticky else 0.0 for row in mine]  # type: ignore[arg-type]
         hits.plot(rates, shares, marker="o", label=label)
     tail.set_yscale("log")
     tail.set_xlabel("load (x the trace's rate)")

@@ -25,9 +25,12 @@ MOONCAKE_TRACE = DATA / "mooncake_synthetic_trace.jsonl"  # source, licence and 
 
 
 def add_trace_option(parser: argparse.ArgumentParser) -> None:
-    """``--trace PATH``: the trace to replay, by default the Mooncake trace shipped in benchmarks/data."""
-    parser.add_argument("--trace", type=Path, default=MOONCAKE_TRACE,
-                        help="Mooncake-format jsonl trace (default: %(default)s)")
+    """``--trace PATH``: the trace to replay (any format of trace_formats.py, checked as the option is read), by
+    default the Mooncake trace shipped in benchmarks/data."""
+    from benchmarks.trace_formats import FORMATS, trace_path
+
+    parser.add_argument("--trace", type=trace_path, default=MOONCAKE_TRACE,
+                        help=f"the request trace: {FORMATS} (default: %(default)s)")
 
 
 def comma_choices(parser: argparse.ArgumentParser, value: str, choices: Iterable[str], what: str,

@@ -55,6 +55,7 @@ from planner import (  # noqa: E402
 from planner.predict import KalmanPredictor, LastValue, Predictor, SeasonalConfig, SeasonalPredictor  # noqa: E402
 from benchmarks.planner_sim_fleet import Fleet  # noqa: E402
 from benchmarks.sim_fleet_types import ALWAYS_REMOTE, TRACE_BLOCK, FleetConfig, Request  # noqa: E402
+from benchmarks.trace_formats import read_trace  # noqa: E402
 from router.ttft import Seed  # noqa: E402
 
 
@@ -85,22 +86,17 @@ def load_trace(args: argparse.Namespace, profile: RateProfile) -> list[Request]:
     """
     start_ms, end_ms = args.start_s * 1000, (args.start_s + args.duration_s) * 1000
     copies = args.copies
-    rows = []
-    with open(args.trace) as f:
-        for line in f:
-            r = json.loads(line)
-            if start_ms <= r["timestamp"] < end_ms:
-                rows.append(r)
+    rows = [r for r in read_trace(args.trace) if start_ms <= r.timestamp_ms < end_ms]
     per = args.tokens_per_hash // 16
     timed = []
     for k in range(copies):
         shift_ms = args.duration_s * 1000 * k / copies
         for r in rows:
-            osl = max(1, min(int(r["output_length"]), args.max_output or 1 << 30))
-            isl = min(int(r["input_length"] * args.tokens_per_hash / TRACE_BLOCK), args.max_isl)
+            osl = max(1, min(r.output_length, args.max_output or 1 << 30))
+            isl = min(int(r.input_length * args.tokens_per_hash / TRACE_BLOCK), args.max_isl)
             salt = (k,) if k else ()  # copy 0 keeps the hashes of runs before --copies
-            hashes = [hash((*salt, h, j)) & 0x7FFFFFFFFFFFFFFF for h in r["hash_ids"] for j in range(per)][: isl // 16]
-            offset_ms = (r["timestamp"] - start_ms + shift_ms) % (args.duration_s * 1000)
+            hashes = [hash((*salt, h, j)) & 0x7FFFFFFFFFFFFFFF for h in r.hash_ids for j in range(per)][: isl // 16]
+            offset_ms = (r.timestamp_ms - start_ms + shift_ms) % (args.duration_s * 1000)
             timed.append((offset_ms, k, max(1, isl), osl, hashes))
     timed.sort(key=lambda x: (x[0], x[1]))
     return [Request(i, profile.warp(ms / 1000 * args.time_scale), isl, osl, hashes)

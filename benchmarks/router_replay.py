@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.lru_sim import LruCache  # noqa: E402
 from benchmarks.paths import add_trace_option  # noqa: E402
+from benchmarks.trace_formats import read_trace  # noqa: E402
 from dynamo_lite.protocol import BlockRemoved, BlockStored, KvEvent, KvEventBatch, RequestId, WorkerId  # noqa: E402
 from router import Router, RouterConfig, RouterMode, tokens_to_bytes  # noqa: E402
 from router.hashing import hash_bytes_blocks  # noqa: E402
@@ -70,12 +71,10 @@ class Request:
 
 def load_trace(path: Path, limit: int | None) -> list[Request]:
     out = []
-    with path.open() as f:
-        for line in f:
-            r = json.loads(line)
-            out.append(Request(r["timestamp"] / 1000.0, tuple(r["hash_ids"]), r["output_length"]))
-            if limit and len(out) >= limit:
-                break
+    for r in read_trace(path):
+        out.append(Request(r.timestamp_ms / 1000.0, r.hash_ids, r.output_length))
+        if limit and len(out) >= limit:
+            break
     return out
 
 
@@ -305,12 +304,17 @@ def main() -> None:
     print(f"wrote {a.out}")
 
 
+def _share(hits: float, ceiling: float) -> str:
+    """Hits as a share of the ceiling; "-" when there is none (a trace that shares no prefix)."""
+    return f"{hits / ceiling:.1%}" if ceiling else "-"
+
+
 def print_table(results: dict[str, dict[str, float]], ceiling: float) -> None:
     head = ("mode", "prefix hits", "of ceiling", "router exact", "TTFT mean", "TTFT p90", "route")
     print(f"{head[0]:<13} {head[1]:>11} {head[2]:>10} {head[3]:>12} {head[4]:>9} {head[5]:>9} {head[6]:>8}")
     for mode, r in results.items():
         print(
-            f"{mode:<13} {r['prefix_hit_ratio']:>11.1%} {r['prefix_hit_ratio'] / ceiling:>10.1%} "
+            f"{mode:<13} {r['prefix_hit_ratio']:>11.1%} {_share(r['prefix_hit_ratio'], ceiling):>10} "
             f"{r['router_overlap_exact']:>12.1%} {r['ttft_mean_s']:>8.2f}s {r['ttft_p90_s']:>8.2f}s "
             f"{r['route_us_mean']:>6.0f}us"
         )

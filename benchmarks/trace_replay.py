@@ -1,7 +1,8 @@
-"""Replay a Mooncake-format trace against any OpenAI-compatible endpoint: latency, prefix hits, goodput.
+"""Replay a request trace against any OpenAI-compatible endpoint: latency, prefix hits, goodput.
 
-Each trace line (``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids``: one id per 512-token
-block, equal ids = equal prefix up to that block) becomes one streaming POST /v1/completions, sent open loop
+Each trace line (in Mooncake's terms: ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids``: one id
+per 512-token block, equal ids = equal prefix up to that block; Azure's and BurstGPT's CSV traces are read as
+such rows, with no prefix shared: trace_formats.py) becomes one streaming POST /v1/completions, sent open loop
 ``timestamp * time_scale`` seconds after the start (``--max-inflight`` optionally bounds requests in flight).
 The prompt is text, one word ``t<N>`` per token: the mock engine's tokenizer maps it to token N, and routers
 that route on text (sglang-router's cache_aware) see the same prefixes. Each hash id expands to
@@ -54,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.paths import MOONCAKE_TRACE, REPO, add_trace_option, recorded_args  # noqa: E402
 from benchmarks.rate_profile import RateProfile  # noqa: E402
+from benchmarks.trace_formats import read_trace  # noqa: E402
 from benchmarks.replay_stats import (  # noqa: E402
     RequestRecord,
     plot,
@@ -84,24 +86,23 @@ class ReplayRequest:
 
 def load_trace(path: Path, limit: int | None = None, tokens_per_hash: int = HASH_TOKENS, *, start: int = 0,
                max_output: int | None = None) -> list[ReplayRequest]:  # fmt: skip
-    """Lines ``start .. start + limit`` of a Mooncake jsonl trace, times rebased to the first of them."""
+    """Requests ``start .. start + limit`` of a trace (trace_formats.py: Mooncake, Azure or BurstGPT), times
+    rebased to the first of them."""
     if not 1 <= tokens_per_hash <= HASH_TOKENS:
         raise ValueError(f"tokens_per_hash must be in [1, {HASH_TOKENS}], got {tokens_per_hash}")
     out: list[ReplayRequest] = []
     first_ms: float | None = None
-    with path.open() as f:
-        for i, line in enumerate(f):
-            if i < start:
-                continue
-            if limit is not None and len(out) >= limit:
-                break
-            r = json.loads(line)
-            first_ms = r["timestamp"] if first_ms is None else first_ms
-            n = max(1, round(r["input_length"] * tokens_per_hash / HASH_TOKENS))
-            blocks = tuple((h, min(tokens_per_hash, n - k * tokens_per_hash))
-                           for k, h in enumerate(r["hash_ids"]) if k * tokens_per_hash < n)  # fmt: skip
-            output = r["output_length"] if max_output is None else min(r["output_length"], max_output)
-            out.append(ReplayRequest(i, (r["timestamp"] - first_ms) / 1000, blocks, max(1, output)))
+    for i, r in enumerate(read_trace(path)):
+        if i < start:
+            continue
+        if limit is not None and len(out) >= limit:
+            break
+        first_ms = r.timestamp_ms if first_ms is None else first_ms
+        n = max(1, round(r.input_length * tokens_per_hash / HASH_TOKENS))
+        blocks = tuple((h, min(tokens_per_hash, n - k * tokens_per_hash))
+                       for k, h in enumerate(r.hash_ids) if k * tokens_per_hash < n)  # fmt: skip
+        output = r.output_length if max_output is None else min(r.output_length, max_output)
+        out.append(ReplayRequest(i, (r.timestamp_ms - first_ms) / 1000, blocks, max(1, output)))
     return out
 
 
