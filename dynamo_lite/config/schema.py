@@ -82,6 +82,8 @@ class ModelSpec(Section):
     """Splits the thinking from the answer into `reasoning` (vLLM's --reasoning-parser); null: all is content. vLLM engines get it too: structured output then holds only after the reasoning. The frontend refuses at start a model whose vocabulary lacks a token the parser looks up (deepseek_r1's `<think>`, for one)."""
     default_chat_template_kwargs: dict[str, Any] = {}
     """Chat template kwargs under each request's (vLLM's --default-chat-template-kwargs), e.g. `{enable_thinking: false}`; the reasoning parser reads them too."""
+    runner: Literal["generate", "pooling"] = "generate"
+    """What the model's engines run (vLLM's --runner): generate, text (chat, completions, responses, messages); pooling, vectors and scores (/v1/embeddings, /pooling, /classify, /score, /rerank, /v2/embed, /v2/rerank), each request passed to one of its engines and answered as vLLM answers it. A pooling model's pools are aggregated vLLM pools; a generative checkpoint used for embeddings also needs `--convert embed` in the pool's vllm.extra_args, as vLLM does."""
 
 
 class KvTransferSpec(Section):
@@ -289,6 +291,10 @@ class ClusterSpec(Section):
                 )
             if pool.model is not None and pool.model not in names:
                 raise ValueError(f"pool {pool.name!r} uses model {pool.model!r}, which `models` does not define")
+            if self.model_of(pool).runner == "pooling" and (pool.role != Role.AGGREGATED or pool.engine != "vllm"):
+                raise ValueError(f"pool {pool.name!r} serves pooling model {self.model_of(pool).name!r}: it must be "
+                                 "an aggregated pool of engine vllm (a pooling model has no prefill / decode split, "
+                                 "and the mock engine pools nothing)")
         pools = {p.name for p in self.pools}
         _unique("kubernetes.pools", [k.pool for k in self.kubernetes.pools])
         for k in self.kubernetes.pools:

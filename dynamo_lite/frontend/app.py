@@ -29,6 +29,7 @@ from dynamo_lite.frontend.handlers import add_routes
 from dynamo_lite.frontend.http1 import EnginePool
 from dynamo_lite.frontend.load_share import open_load_share
 from dynamo_lite.frontend.metrics import FrontendMetrics
+from dynamo_lite.frontend.pooling import PATHS as POOLING_PATHS
 from dynamo_lite.frontend.snapshot import open_snapshots
 from dynamo_lite.frontend.state import STATE, FrontendConfig, FrontendState
 from dynamo_lite.frontend.tokenizer import ModelTokenizer
@@ -67,10 +68,12 @@ def build_app(config: FrontendConfig, tokenizers: dict[str, ModelTokenizer],
 @web.middleware
 async def _require_api_key(request: web.Request, handler: Callable) -> web.StreamResponse:
     """/v1/* needs a key when keys are configured; /health, /ping, /metrics and /openapi.json stay open (as in
-    vLLM). /invocations needs one too: it generates as /v1/* does (vLLM leaves it open)."""
-    if request.path.startswith("/v1/") or request.path == "/invocations":
+    vLLM). /invocations and the pooling endpoints need one too: they run the model as /v1/* does (vLLM leaves
+    them open)."""
+    path = request.path
+    if path.startswith(("/v1/", "/v2/")) or path == "/invocations" or path in POOLING_PATHS:
         authorization = request.headers.get("Authorization")
-        if authorization is None and request.path.startswith(ANTHROPIC_PATHS) and "x-api-key" in request.headers:
+        if authorization is None and path.startswith(ANTHROPIC_PATHS) and "x-api-key" in request.headers:
             authorization = f"Bearer {request.headers['x-api-key']}"  # how Anthropic's clients send a key
         request.app[STATE].api_keys.check(authorization)
     return await handler(request)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -25,9 +24,10 @@ from aiohttp import web
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dynamo_lite.frontend import anthropic, checks, extras, plan, responses, responses_out, sagemaker
+from dynamo_lite.frontend import anthropic, checks, extras, plan, pooling, responses, responses_out, sagemaker
 from dynamo_lite.frontend.admission import Refused
 from dynamo_lite.frontend.errors import ApiError, json_response
+from dynamo_lite.frontend.ids import base_request_id
 from dynamo_lite.frontend.openapi import build_document, document_handler
 from dynamo_lite.frontend.policy import FieldCheck
 from dynamo_lite.frontend.respond import STATUS_LABEL, Plan, serve
@@ -42,7 +42,7 @@ from dynamo_lite.frontend.schemas import (
     json_object as _json_object,
 )
 from dynamo_lite.frontend.sse import Shape
-from dynamo_lite.frontend.state import STATE, FrontendState
+from dynamo_lite.frontend.state import MODEL_LABEL, STATE, FrontendState
 from dynamo_lite.frontend.tokenizer import ChatInput, ModelTokenizer
 from dynamo_lite.protocol import Role
 
@@ -51,13 +51,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 T = TypeVar("T")
 R = TypeVar("R")
 LONG_INPUT_CHARS = 4096  # inputs this long are tokenized in a thread (about 2 ms of BPE; benchmarks/tokenize_bench.py)
-MODEL_LABEL = web.RequestKey("model_label", str)
 # When the whole body was in (time.monotonic()): a request's TTFT, its SLO and admission by predicted TTFT count
 # from here, so the wait for an admission slot and the tokenization count too, as its client sees them.
 RECEIVED = web.RequestKey("received", float)
 PRIORITY_HEADER = "X-Vllm-Priority"  # vLLM's: overrides the body's `priority`
 SESSION_HEADER = "X-Session-ID"  # vLLM's: a session id where the body has none
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 
 
 def add_routes(app: web.Application) -> None:
@@ -72,6 +70,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     extras.add_routes(app)
+    pooling.add_routes(app, lambda handler: counted("pooling", handler))
     state = app[STATE]
     app.router.add_get("/openapi.json", document_handler(build_document(
         list(state.models), bearer_auth=state.api_keys.enabled, strict=state.config.frontend.strict_request_fields)))
@@ -239,7 +238,7 @@ async def chat_plan(request: web.Request, state: FrontendState, body: ChatComple
     structured = plan.chat_structured(body, spec, tokenizer)
     opts = plan.chat_options(body, spec, text, tokenizer, structured)
     ids = plan.truncate(ids, body, spec.max_model_len)
-    rid = id_prefix + _base_id(request, body.request_id)
+    rid = id_prefix + base_request_id(request, body.request_id)
     _log_fields(rid, check)
     want_prompt = body.prompt_logprobs is not None and not body.use_beam_search  # (vLLM's beam search: none)
     prompt_k = body.prompt_logprobs if want_prompt else None
@@ -273,7 +272,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
             ids = list(prompt)  # ids are 0 <= id < 2^31 (schemas.py)
             texts.append(tokenizer.decode(ids) if body.echo else "")
         prompts.append(plan.truncate(ids, body, state.models[body.model].max_model_len))
-    rid = "cmpl-" + _base_id(request, body.request_id)
+    rid = "cmpl-" + base_request_id(request, body.request_id)
     _log_fields(rid, check)
     want_prompt = not body.use_beam_search and (body.prompt_logprobs is not None or bool(body.echo and
                                                                                           body.logprobs is not None))
@@ -306,17 +305,6 @@ def session_of(request: web.Request, body: OpenAiRequest) -> str | None:
     return body.session_id or request.headers.get(SESSION_HEADER) or None
 
 
-def _base_id(request: web.Request, body_id: str | None) -> str:
-    """vLLM's: the X-Request-Id header, else the body's request_id, else a random one."""
-    given = request.headers.get("X-Request-Id") or body_id
-    if given is None:
-        return uuid.uuid4().hex
-    if not _REQUEST_ID.fullmatch(given):
-        raise ApiError(400, "The request id (X-Request-Id or request_id) must be 1-128 characters of A-Z a-z 0-9 "
-                            "._:/+=@-.", param="request_id", code="invalid_value")
-    return given
-
-
 def _internal(rid: str) -> str:
     """The id the request has inside (router, engines, logs): the client's, made unique, as vLLM does."""
     return f"{rid}-{uuid.uuid4().hex[:8]}"
@@ -342,6 +330,7 @@ def _served(request: web.Request, state: FrontendState, model: str | None) -> Mo
     tokenizer = state.tokenizers.get(model)
     if tokenizer is None:
         raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
+    pooling.refuse_text(state.models[model])
     request[MODEL_LABEL] = model
     return tokenizer
 

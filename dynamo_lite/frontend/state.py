@@ -74,3 +74,4 @@ class FrontendState:
 
 
 STATE = web.AppKey("state", FrontendState)
+MODEL_LABEL = web.RequestKey("model_label", str)  # the served model a request names, for its metrics

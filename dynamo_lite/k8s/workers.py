@@ -87,7 +87,7 @@ def vllm_command(spec: ClusterSpec, pool: PoolSpec) -> tuple[list[str], dict[str
         gpu_memory_utilization=v.gpu_memory_utilization, enforce_eager=v.enforce_eager,
         kv_events_endpoint=EVENTS_BIND, kv_events_replay_endpoint=REPLAY_BIND, kv_transfer_config=kv,
         env=nixl_env(NIXL_PORT, POD_IP) if kv else {}, extra_args=tuple(v.extra_args),
-        reasoning_parser=model.reasoning_parser,
+        reasoning_parser=model.reasoning_parser, runner=model.runner,
         device="cuda" if pool_settings(spec, pool).gpus > 0 else "cpu",
     )
     env = config.environ()

@@ -95,7 +95,7 @@ def launched_engine(spec: ClusterSpec, pool: PoolSpec, model_dir: Path, log_dir:
             max_model_len=model.max_model_len, block_size=model.block_size, kv_cache_gib=v.kv_cache_gib,
             gpu_memory_utilization=v.gpu_memory_utilization, enforce_eager=v.enforce_eager,
             kv_events_endpoint=events_bind, kv_events_replay_endpoint=replay_ep, kv_transfer_config=kv,
-            env=env, extra_args=tuple(v.extra_args), reasoning_parser=model.reasoning_parser,
+            env=env, extra_args=tuple(v.extra_args), reasoning_parser=model.reasoning_parser, runner=model.runner,
         )
         argv, env = config.argv(), config.environ()
     else:

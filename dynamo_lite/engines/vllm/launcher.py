@@ -51,6 +51,7 @@ class VllmEngineConfig:
     # (a JSON schema, tool_choice required or named) only once the reasoning has ended, as vLLM's own server does
     # with --reasoning-parser; without it, a thinking model would be held to the JSON from its first token.
     reasoning_parser: str | None = None
+    runner: str = "generate"  # vLLM's --runner (models[].runner): generate, or pooling (embeddings, scores)
     env: dict[str, str] = field(default_factory=dict)  # NIXL side channel, core binding ...
     extra_args: tuple[str, ...] = ()
     device: Device = field(default_factory=vllm_device)
@@ -94,6 +95,8 @@ class VllmEngineConfig:
             args += ["--kv-transfer-config", json.dumps(self.kv_transfer_config)]
         if self.reasoning_parser:
             args += ["--reasoning-parser", self.reasoning_parser]
+        if self.runner != "generate":
+            args += ["--runner", self.runner]
         return [*args, *self.extra_args]
 
     def environ(self) -> dict[str, str]:

