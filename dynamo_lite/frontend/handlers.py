@@ -62,7 +62,7 @@ def add_routes(app: web.Application) -> None:
     chat, complete = counted("chat", chat_completions), counted("completions", completions)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", complete)
-    sagemaker.add_routes(app, chat, complete, health)
+    sagemaker.add_routes(app, chat, complete, counted("pooling", pooling.pooled), health)
     app.router.add_post("/v1/responses", counted("responses", responses_create))
     app.router.add_post("/v1/messages", counted("messages", messages_create))
     app.router.add_post("/v1/messages/count_tokens", messages_count_tokens)

@@ -37,6 +37,7 @@ ASKED: list[tuple[str, dict[str, Any]]] = [
     ("/pooling", {"input": "Pooled."}),
     ("/score", {"text_1": "a question", "text_2": ["an answer", "another"]}),
     ("/v1/rerank", {"query": "a question", "documents": ["an answer", "another"], "top_n": 1}),
+    ("/invocations", {"input": "Through SageMaker's endpoint."}),  # the engine's own /invocations reads it
     ("/v1/embeddings", {"input": "x", "dimensions": 4}),  # a 400 of vLLM's own: no Matryoshka here
 ]
 
@@ -86,6 +87,7 @@ def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> No
             body = {"model": "e", **fields}
             ours, theirs = post(cluster.url + path, body), post(engines[0].engine_url + path, body)
             assert (ours[0], same(ours[1])) == (theirs[0], same(theirs[1])), path
+            assert ours[0] == (400 if "dimensions" in fields else 200), (path, ours)
         assert post(cluster.url + "/v1/embeddings", {"input": "no model named"})[0] == 200  # the one pooling model
         status, answer = post(cluster.url + "/v1/chat/completions",
                               {"model": "e", "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip

@@ -56,3 +56,13 @@ async def test_the_pooling_endpoints_need_a_key_when_keys_are_set(harness: Any) 
         assert (await h.client.post(path, json={"input": "x"})).status == 401, path
     resp = await h.client.post("/pooling", json={"model": "agg"}, headers={"Authorization": "Bearer k"})
     assert resp.status == 400  # past the key: refused for what it asks
+
+
+async def test_sagemaker_s_invocations_takes_a_pooling_model_s_body(harness: Any) -> None:
+    """A body naming a pooling model goes to the pooling handler (here: no worker of it is up, a 503); one naming
+    a text model without `messages` or `prompt` is still the 400 vLLM gives."""
+    h = await harness(model=POOLING)
+    resp = await h.client.post("/invocations", json={"model": "m", "input": "x"})
+    assert resp.status == 503 and "No worker of model `m`" in (await resp.json())["error"]["message"]
+    assert (await h.client.post("/invocations", json={"model": "agg", "input": "x"})).status == 400
+
