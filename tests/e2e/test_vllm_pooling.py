@@ -1,7 +1,7 @@
 """A pooling model (`runner: pooling`) behind `orchestrator up` with real vLLM engines: its embeddings, pooled
 vectors, scores and rankings through the frontend are what its engine's own server answers, errors too; the text
-endpoints refuse it, the pooling endpoints refuse a text model, and a request still finds an engine when one of
-the two is killed.
+endpoints refuse it, the pooling endpoints refuse a text model, vLLM's own benchmark client gets every embedding it
+asks for, and a request still finds an engine when one of the two is killed.
 
 The model is the tiny random-weight Llama, converted to an embedding model as vLLM converts a generative
 checkpoint (`--convert embed`, in the pool's extra_args).
@@ -13,6 +13,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -67,6 +69,29 @@ def workers(etcd_url: str) -> list[WorkerRecord]:
     return asyncio.run(read())
 
 
+BENCH = """import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+
+
+def bench_embeddings(url: str, tokenizer: Path, out: Path) -> None:
+    """vLLM's own benchmark client on /v1/embeddings (its `openai-embeddings` backend): every request answered."""
+    run = subprocess.run(
+        [sys.executable, "-c", BENCH, "--backend", "openai-embeddings", "--endpoint", "/v1/embeddings",
+         "--base-url", url, "--model", "e", "--tokenizer", str(tokenizer), "--dataset-name", "random",
+         "--random-input-len", "32", "--random-output-len", "1", "--num-prompts", "16", "--max-concurrency", "4",
+         "--num-warmups", "0", "--disable-tqdm", "--save-result", "--result-dir", str(out),
+         "--result-filename", "embeddings.json"], capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads((out / "embeddings.json").read_text())
+    assert (result["completed"], result["total_input_tokens"]) == (16, 16 * 32), result  # (a pooling run has no
+    # `failed`: every request not completed is one)
+
+
 def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> None:
     model = build_tiny_llama(tmp_path / "model")
     port = free_port()
@@ -95,6 +120,8 @@ def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> No
         status, answer = post(cluster.url + "/v1/embeddings", {"model": "m", "input": "x"})
         assert (status, answer["error"]["param"]) == (400, "model")
         assert post(cluster.url + "/v1/embeddings", {"model": "nope", "input": "x"})[0] == 404
+
+        bench_embeddings(cluster.url, model, tmp_path)
 
         # The engine the frontend tries first (the lower worker id, both idle) killed: every request is still
         # answered, by the other.
