@@ -1,7 +1,7 @@
 """A pooling model (`runner: pooling`) behind `orchestrator up` with real vLLM engines: its embeddings, pooled
 vectors, scores and rankings through the frontend are what its engine's own server answers, errors too; the text
-endpoints refuse it, the pooling endpoints refuse a text model, vLLM's own benchmark client gets every embedding it
-asks for, and a request still finds an engine when one of the two is killed.
+endpoints refuse it, the pooling endpoints refuse a text model, vLLM's own benchmark client and NVIDIA's aiperf get
+every embedding they ask for, and a request still finds an engine when one of the two is killed.
 
 The model is the tiny random-weight Llama, converted to an embedding model as vLLM converts a generative
 checkpoint (`--convert embed`, in the pool's extra_args).
@@ -31,6 +31,7 @@ from dynamo_lite.protocol import WorkerRecord  # noqa: E402
 from tests.e2e.running import Running, orchestrator_up  # noqa: E402
 from tests.waiting import eventually  # noqa: E402
 
+AIPERF = Path(__file__).resolve().parents[2] / ".venv-aiperf" / "bin" / "aiperf"  # made by deploy/test.sh
 pytestmark = [pytest.mark.integration, pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 ASKED: list[tuple[str, dict[str, Any]]] = [
     ("/v1/embeddings", {"input": "The weather in Paris."}),
@@ -92,6 +93,19 @@ def bench_embeddings(url: str, tokenizer: Path, out: Path) -> None:
     # `failed`: every request not completed is one)
 
 
+def aiperf_embeddings(url: str, tokenizer: Path, out: Path) -> None:
+    """NVIDIA's aiperf on /v1/embeddings (its `embeddings` endpoint type): every request answered, none in error."""
+    assert AIPERF.is_file(), "aiperf is installed into .venv-aiperf by deploy/test.sh (its pins clash with .venv's)"
+    run = subprocess.run(
+        [str(AIPERF), "profile", "--model", "e", "--url", url, "--endpoint-type", "embeddings",
+         "--tokenizer", str(tokenizer), "--synthetic-input-tokens-mean", "32", "--request-count", "8",
+         "--concurrency", "2", "--output-artifact-dir", str(out / "aiperf"), "--ui-type", "none"],
+        capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((out / "aiperf" / "profile_export_aiperf.json").read_text())
+    assert summary["completed_request_count"]["avg"] == 8 and summary["error_summary"] == [], summary
+
+
 def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> None:
     model = build_tiny_llama(tmp_path / "model")
     port = free_port()
@@ -122,6 +136,7 @@ def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> No
         assert post(cluster.url + "/v1/embeddings", {"model": "nope", "input": "x"})[0] == 404
 
         bench_embeddings(cluster.url, model, tmp_path)
+        aiperf_embeddings(cluster.url, model, tmp_path)
 
         # The engine the frontend tries first (the lower worker id, both idle) killed: every request is still
         # answered, by the other.
