@@ -83,7 +83,7 @@ class ModelSpec(Section):
     default_chat_template_kwargs: dict[str, Any] = {}
     """Chat template kwargs under each request's (vLLM's --default-chat-template-kwargs), e.g. `{enable_thinking: false}`; the reasoning parser reads them too."""
     runner: Literal["generate", "pooling"] = "generate"
-    """What the model's engines run (vLLM's --runner): generate, text (chat, completions, responses, messages); pooling, vectors and scores (/v1/embeddings, /pooling, /classify, /score, /rerank, /v2/embed, /v2/rerank), each request passed to one of its engines and answered as vLLM answers it. A pooling model's pools are aggregated vLLM pools; a generative checkpoint used for embeddings also needs `--convert embed` in the pool's vllm.extra_args, as vLLM does."""
+    """What the model's engines run (vLLM's --runner): generate, text (chat, completions, responses, messages); pooling, vectors and scores (/v1/embeddings, /pooling, /classify, /score, /rerank, /v2/embed, /v2/rerank), each request passed to one of its engines and answered as vLLM answers it. A pooling model's pools are aggregated; a generative checkpoint used for embeddings also needs `--convert embed` in the pool's vllm.extra_args, as vLLM does. The mock engine serves /v1/embeddings alone (vectors drawn from the token ids)."""
 
 
 class KvTransferSpec(Section):
@@ -291,10 +291,9 @@ class ClusterSpec(Section):
                 )
             if pool.model is not None and pool.model not in names:
                 raise ValueError(f"pool {pool.name!r} uses model {pool.model!r}, which `models` does not define")
-            if self.model_of(pool).runner == "pooling" and (pool.role != Role.AGGREGATED or pool.engine != "vllm"):
+            if self.model_of(pool).runner == "pooling" and pool.role != Role.AGGREGATED:
                 raise ValueError(f"pool {pool.name!r} serves pooling model {self.model_of(pool).name!r}: it must be "
-                                 "an aggregated pool of engine vllm (a pooling model has no prefill / decode split, "
-                                 "and the mock engine pools nothing)")
+                                 "an aggregated pool (a pooling model has no prefill / decode split)")
         pools = {p.name for p in self.pools}
         _unique("kubernetes.pools", [k.pool for k in self.kubernetes.pools])
         for k in self.kubernetes.pools:

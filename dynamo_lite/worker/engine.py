@@ -8,7 +8,7 @@ unique per instance (HTTP port, KV-event ports, NIXL side channel) are picked he
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -101,8 +101,9 @@ def launched_engine(spec: ClusterSpec, pool: PoolSpec, model_dir: Path, log_dir:
     else:
         from dynamo_lite.engines.mock import engine_command
 
-        argv = engine_command(mock_engine_args(pool.mock or MockEngineSpec(), model.name, model.block_size,
-                                               model.max_model_len, port, events_bind, replay_ep, kv))
+        args = mock_engine_args(pool.mock or MockEngineSpec(), model.name, model.block_size, model.max_model_len, port,
+                                events_bind, replay_ep, kv)
+        argv = engine_command(replace(args, runner=model.runner))
     process = ManagedProcess(f"engine {name}", argv, log_dir / f"{name}.engine.log", env=env)
     return EngineHandle(
         url=f"http://127.0.0.1:{port}", kv_events_bind=events_bind, kv_events_replay=replay_ep,

@@ -119,8 +119,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def api_cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[str]:
     """A mock cluster brought up by `orchestrator up`, one per test module: model `a` (2 workers, the hermes
-    tool-call and qwen3 reasoning parsers, not thinking unless a request asks: `enable_thinking`) and `p`
-    (1 worker, the pythonic tool-call parser). Yields the frontend's base URL. Answers are scripted per request (`vllm_xargs.mock_output`)."""
+    tool-call and qwen3 reasoning parsers, not thinking unless a request asks: `enable_thinking`), `p`
+    (1 worker, the pythonic tool-call parser) and `emb` (1 worker, a pooling model: embeddings). Yields the
+    frontend's base URL. Answers are scripted per request (`vllm_xargs.mock_output`)."""
     tmp = tmp_path_factory.mktemp("api")
     port = free_port()
     spec = tmp / "cluster.yaml"
@@ -129,8 +130,10 @@ def api_cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
         f"  - {{name: a, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: hermes, "
         f"reasoning_parser: qwen3, default_chat_template_kwargs: {{enable_thinking: false}}}}\n"
         f"  - {{name: p, path: '{tiny_model}', max_model_len: 2048, tool_call_parser: pythonic}}\n"
+        f"  - {{name: emb, path: '{tiny_model}', max_model_len: 2048, runner: pooling}}\n"
         f"pools:\n  - {{name: a, role: aggregated, engine: mock, model: a, replicas: 2, mock: {{speedup_ratio: 100}}}}\n"
-        f"  - {{name: p, role: aggregated, engine: mock, model: p, mock: {{speedup_ratio: 100}}}}\n")
+        f"  - {{name: p, role: aggregated, engine: mock, model: p, mock: {{speedup_ratio: 100}}}}\n"
+        f"  - {{name: emb, role: aggregated, engine: mock, model: emb, mock: {{speedup_ratio: 100}}}}\n")
     log = open(tmp / "up.log", "wb")  # noqa: SIM115 - closed below
     up = subprocess.Popen([sys.executable, "-m", "dynamo_lite.orchestrator.cli", "up", "-f", str(spec)], stdout=log,
                           stderr=subprocess.STDOUT)
@@ -142,7 +145,7 @@ def api_cluster(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
             models = json.loads(urllib.request.urlopen(f"{base}/health", timeout=2).read())["models"]
         except OSError:
             return False
-        return models.get("a", {}).get("aggregated") == 2 and models.get("p", {}).get("aggregated") == 1
+        return [models.get(m, {}).get("aggregated") for m in ("a", "p", "emb")] == [2, 1, 1]
 
     try:
         eventually(ready, timeout=90, what="the mock cluster", interval=0.3)

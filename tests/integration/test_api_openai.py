@@ -341,3 +341,18 @@ def test_responses_reasoning_format_and_what_is_refused(client: openai.OpenAI) -
         with pytest.raises(openai.BadRequestError) as e:
             client.responses.create(**{"model": "a", "input": "Hi", **kwargs})  # type: ignore[call-overload]
         assert e.value.body["param"] == param, e.value.body  # type: ignore[index]
+
+
+def test_embeddings_of_a_pooling_model(url: str, client: openai.OpenAI) -> None:
+    """OpenAI's SDK asks for base64 and decodes it: the vectors are the engine's floats (the mock's, here). The
+    text endpoints refuse the pooling model by name."""
+    got = client.embeddings.create(model="emb", input=["t1 t2 t3", "t4"])
+    floats = post(url, "/v1/embeddings", {"model": "emb", "input": ["t1 t2 t3", "t4"]})
+    assert [len(d.embedding) for d in got.data] == [64, 64]
+    assert got.usage.prompt_tokens == floats["usage"]["prompt_tokens"] == 4
+    for mine, theirs in zip(got.data, floats["data"], strict=True):
+        assert mine.embedding == pytest.approx(theirs["embedding"], rel=1e-6)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="emb", messages=HI)
+    assert e.value.body["param"] == "model"  # type: ignore[index]
+

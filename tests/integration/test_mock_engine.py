@@ -305,3 +305,33 @@ async def test_tokenize_as_vllm() -> None:
         assert body["count"] == len(body["token_strs"]) > 1
         r = await client.post("/tokenize", json={"model": "mock-8b"})
         assert r.status == 400
+
+
+async def test_a_pooling_mock_serves_embeddings_as_vllm_shapes_them() -> None:
+    """`--runner pooling`: /v1/embeddings answers each input (text, a list, token ids) with a unit vector that is a
+    function of its tokens, in floats or base64 (float32, as OpenAI's clients decode it); the text routes are gone,
+    as on vLLM's pooling server; each input ran through the scheduler (the prompt counter says so)."""
+    import base64
+    import struct
+
+    async with in_process(runner="pooling", embedding_size=8) as client:
+        one = await (await client.post("/v1/embeddings", json={"input": "t1 t2 t3"})).json()
+        (vector,) = [d["embedding"] for d in one["data"]]
+        assert len(vector) == 8 and abs(sum(v * v for v in vector) - 1) < 1e-9
+        assert (one["object"], one["model"], one["usage"]["prompt_tokens"]) == ("list", "mock-8b", 3)
+        many = await (await client.post("/v1/embeddings", json={"input": ["t1 t2 t3", "t9"],
+                                                                "encoding_format": "base64"})).json()  # fmt: skip
+        decoded = [list(struct.unpack("<8f", base64.b64decode(d["embedding"]))) for d in many["data"]]
+        assert [d["index"] for d in many["data"]] == [0, 1] and decoded[0] == pytest.approx(vector, rel=1e-6)
+        assert decoded[1] != decoded[0] and many["usage"]["prompt_tokens"] == 4
+        ids = await (await client.post("/v1/embeddings", json={"input": [1, 2, 3]})).json()
+        assert ids["usage"]["prompt_tokens"] == 3
+        for body, status in (({"input": "x", "dimensions": 4}, 400), ({"input": []}, 400),
+                             ({"input": "x", "model": "other"}, 404)):  # fmt: skip
+            assert (await client.post("/v1/embeddings", json=body)).status == status, body
+        assert (await client.post("/v1/completions", json={"prompt": "t1"})).status == 404
+        metrics = await (await client.get("/metrics")).text()
+        assert "vllm:prompt_tokens_total{" in metrics
+        prompt_tokens = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                         if line.startswith("vllm:prompt_tokens_total{")]  # fmt: skip
+        assert sum(prompt_tokens) == 3 + 4 + 3

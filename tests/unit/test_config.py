@@ -94,14 +94,16 @@ def test_pool_referring_to_unknown_model() -> None:
     )
 
 
-@pytest.mark.parametrize(("role", "engine"), [("aggregated", "mock"), ("decode", "vllm"), ("prefill", "vllm")])
-def test_a_pooling_model_is_served_by_aggregated_vllm_pools_only(role: str, engine: str) -> None:
+@pytest.mark.parametrize(("role", "engine"), [("decode", "mock"), ("decode", "vllm"), ("prefill", "vllm")])
+def test_a_pooling_model_is_served_by_aggregated_pools_only(role: str, engine: str) -> None:
     text = (f"models: [{{name: e, path: /m, runner: pooling}}]\n"
             f"pools:\n  - {{name: a, role: {role}, engine: {engine}}}\n")  # fmt: skip
-    assert error_of(text).startswith("c.yaml: (top level): pool 'a' serves pooling model 'e': it must be an "
-                                     "aggregated pool of engine vllm")  # fmt: skip
-    assert parse_cluster_spec("models: [{name: e, path: /m, runner: pooling}]\n"
-                              "pools: [{name: a, role: aggregated, engine: vllm}]\n").models[0].runner == "pooling"
+    assert error_of(text) == ("c.yaml: (top level): pool 'a' serves pooling model 'e': it must be an aggregated "
+                              "pool (a pooling model has no prefill / decode split)")  # fmt: skip
+    for engine in ("vllm", "mock"):
+        spec = parse_cluster_spec(f"models: [{{name: e, path: /m, runner: pooling}}]\n"
+                                  f"pools: [{{name: a, role: aggregated, engine: {engine}}}]\n")  # fmt: skip
+        assert spec.models[0].runner == "pooling"
 
 
 def test_several_problems_reported_together() -> None:

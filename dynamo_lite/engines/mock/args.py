@@ -93,6 +93,8 @@ class MockEngineArgs:
     kv_transfer_config: KvTransferConfig | None = _opt(
         None, "vLLM KVTransferConfig as JSON; with kv_connector set, kv_transfer_params are honoured (NIXL)"
     )
+    runner: str = _opt("generate", "vLLM's --runner: generate (text endpoints) or pooling (/v1/embeddings)")
+    embedding_size: int = _opt(64, "pooling: the length of each embedding")
     nixl_side_channel_host: str = _opt("localhost", "remote_host in kv_transfer_params (default: $VLLM_NIXL_SIDE_CHANNEL_HOST)")
     nixl_side_channel_port: int = _opt(5600, "remote_port in kv_transfer_params (default: $VLLM_NIXL_SIDE_CHANNEL_PORT)")
 
@@ -134,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m dynamo_lite.engines.mock",
         description="A simulated vLLM engine: vLLM's HTTP API, /metrics and KV events, with simulated time.",
     )
-    choices = {"timing": ["roofline", "dynamo"], "model_size": sorted(MODEL_PRESETS), "gpu": sorted(GPU_PRESETS)}
+    choices = {"timing": ["roofline", "dynamo"], "model_size": sorted(MODEL_PRESETS), "gpu": sorted(GPU_PRESETS),
+               "runner": ["generate", "pooling"]}
     for f in fields(MockEngineArgs):
         flag, help_ = "--" + f.name.replace("_", "-"), f.metadata.get("help")
         if f.name == "model":

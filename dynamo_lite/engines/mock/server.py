@@ -19,11 +19,12 @@ import pydantic
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from dynamo_lite.engines.mock import nixl, output
+from dynamo_lite.engines.mock import nixl, output, pooling
 from dynamo_lite.engines.mock.args import MockEngineArgs
 from dynamo_lite.engines.mock.blocks import hash_blocks
 from dynamo_lite.engines.mock.engine import RequestStream
 from dynamo_lite.engines.mock.job import Job, Writer
+from dynamo_lite.engines.mock.pooling import EmbeddingRequest
 from dynamo_lite.engines.mock.openai_api import (
     ChatRequest,
     ChatShape,
@@ -62,9 +63,12 @@ def build_app(args: MockEngineArgs, registry: CollectorRegistry | None = None) -
     app.router.add_get("/version", _version)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/metrics", _metrics)
-    app.router.add_post("/inference/v1/generate", _generate)
-    app.router.add_post("/v1/completions", _completions)
-    app.router.add_post("/v1/chat/completions", _chat)
+    if args.runner == "pooling":  # (as vLLM: a pooling model's server has no text routes, a text model's no pooling)
+        app.router.add_post("/v1/embeddings", _embeddings)
+    else:
+        app.router.add_post("/inference/v1/generate", _generate)
+        app.router.add_post("/v1/completions", _completions)
+        app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_post("/inference/v1/abort_requests", _abort_requests)
     app.router.add_post("/reset_prefix_cache", _reset_prefix_cache)
     app.router.add_post("/tokenize", _tokenize)
@@ -165,6 +169,37 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     rid = "chatcmpl-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
     shape = ChatShape(job.stop_ids, body.return_token_ids, int(time.time()))
     return await _serve(request, state, job, shape, rid, model)
+
+
+async def _embeddings(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _parse(request, EmbeddingRequest)
+    model = _check_model(state, body.model)
+    if body.dimensions is not None:
+        raise ApiError(400, f"Model '{model}' does not support Matryoshka embeddings; dimensions must be unset "
+                            f"(received dimensions={body.dimensions}).")  # fmt: skip
+    prompts = body.prompts(state.tokenizer.encode)
+    if not prompts:
+        raise ApiError(400, "The input cannot be empty")
+    rid = "embd-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
+    runs = [_sequence(state, Job(ids, 1, frozenset(), None, 1, False, False, None), f"{rid}-{i}")[0]
+            for i, ids in enumerate(prompts)]  # (each checked before any runs)
+    async with asyncio.TaskGroup() as group:
+        for seq in runs:
+            group.create_task(_prefilled(state, seq, rid))
+    vectors = [pooling.embedding(ids, state.args.embedding_size, state.args.seed) for ids in prompts]
+    return _json(pooling.answer(rid, model, int(time.time()), vectors, body.encoding_format, sum(map(len, prompts))))
+
+
+async def _prefilled(state: ServerState, seq: Sequence, rid: str) -> None:
+    """Until the engine has run `seq` (its prompt, and the one step it asks for)."""
+    stream = state.engine.submit(seq, rid)
+    try:
+        async for _ in stream.batches():
+            pass
+    finally:
+        if seq.finish_reason is None:
+            state.engine.abort(seq.request_id)  # the client went away or the server is stopping
 
 
 async def _tokenize(request: web.Request) -> web.Response:
