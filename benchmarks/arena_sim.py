@@ -56,8 +56,8 @@ from benchmarks import arena_refs  # noqa: E402
 from benchmarks.arena_workload import add_workload_options, capacity, check_workload_options, load_requests  # noqa: E402,E501
 from benchmarks.paths import RESULTS, recorded_args  # noqa: E402
 from benchmarks.planner_sim_fleet import Fleet  # noqa: E402
-from benchmarks.sim_fleet_types import FleetConfig, Request  # noqa: E402
 from benchmarks.replay_stats import percentile  # noqa: E402
+from benchmarks.sim_fleet_types import FleetConfig, Request  # noqa: E402
 from benchmarks.trace_replay import ReplayRequest, block_tokens  # noqa: E402
 from dynamo_lite.config.schema import MockEngineSpec  # noqa: E402
 from dynamo_lite.engines.mock.scheduler import SchedulerConfig  # noqa: E402

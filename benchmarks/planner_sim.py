@@ -44,8 +44,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks.paths import RESULTS, add_trace_option, recorded_args  # noqa: E402
+from benchmarks.planner_sim_fleet import Fleet  # noqa: E402
 from benchmarks.planner_sim_report import plot, plot_frontier, print_table, summarise, sweep_table, verdict  # noqa: E402,E501
 from benchmarks.rate_profile import RateProfile  # noqa: E402
+from benchmarks.sim_fleet_types import ALWAYS_REMOTE, TRACE_BLOCK, FleetConfig, Request  # noqa: E402
+from benchmarks.trace_formats import read_trace  # noqa: E402
 from dynamo_lite.config.schema import DisaggregationSpec, PlannerSpec  # noqa: E402
 from dynamo_lite.frontend.disagg import DisaggPolicy  # noqa: E402
 from planner import (  # noqa: E402
@@ -53,9 +56,6 @@ from planner import (  # noqa: E402
     VirtualClock,
 )  # fmt: skip
 from planner.predict import KalmanPredictor, LastValue, Predictor, SeasonalConfig, SeasonalPredictor  # noqa: E402
-from benchmarks.planner_sim_fleet import Fleet  # noqa: E402
-from benchmarks.sim_fleet_types import ALWAYS_REMOTE, TRACE_BLOCK, FleetConfig, Request  # noqa: E402
-from benchmarks.trace_formats import read_trace  # noqa: E402
 from router.ttft import Seed  # noqa: E402
 
 

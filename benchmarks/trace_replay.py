@@ -55,7 +55,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.paths import MOONCAKE_TRACE, REPO, add_trace_option, recorded_args  # noqa: E402
 from benchmarks.rate_profile import RateProfile  # noqa: E402
-from benchmarks.trace_formats import read_trace  # noqa: E402
 from benchmarks.replay_stats import (  # noqa: E402
     RequestRecord,
     plot,
@@ -63,6 +62,7 @@ from benchmarks.replay_stats import (  # noqa: E402
     record_json,
     summarize,
 )
+from benchmarks.trace_formats import read_trace  # noqa: E402
 
 TRACE = MOONCAKE_TRACE  # the default --trace
 HASH_TOKENS = 512  # tokens per trace hash id

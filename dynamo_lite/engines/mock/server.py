@@ -24,7 +24,6 @@ from dynamo_lite.engines.mock.args import MockEngineArgs
 from dynamo_lite.engines.mock.blocks import hash_blocks
 from dynamo_lite.engines.mock.engine import RequestStream
 from dynamo_lite.engines.mock.job import Job, Writer
-from dynamo_lite.engines.mock.pooling import EmbeddingRequest
 from dynamo_lite.engines.mock.openai_api import (
     ChatRequest,
     ChatShape,
@@ -37,6 +36,7 @@ from dynamo_lite.engines.mock.openai_api import (
     TokenizeRequest,
     usage,
 )  # fmt: skip
+from dynamo_lite.engines.mock.pooling import EmbeddingRequest
 from dynamo_lite.engines.mock.sequence import FinishReason, Sequence, output_key
 from dynamo_lite.engines.mock.tokenizer import render_chat
 from dynamo_lite.engines.mock.wiring import ServerState, build_state
