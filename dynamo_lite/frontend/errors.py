@@ -71,6 +71,11 @@ _STATUS_OF: dict[type[RequestFailed], tuple[int, str | None]] = {
 }
 
 
+def no_such_model(name: object) -> ApiError:
+    """A request for a model this frontend does not serve (vLLM's 404)."""
+    return ApiError(404, f"The model `{name}` does not exist.", param="model", code="model_not_found")
+
+
 def api_error(failure: RequestFailed) -> ApiError:
     """The HTTP answer to a failure of the request path."""
     if isinstance(failure, Overloaded):

@@ -16,7 +16,7 @@ from jinja2 import TemplateError
 from pydantic import Field
 
 from dynamo_lite.config import ModelSpec
-from dynamo_lite.frontend.errors import ApiError, json_response
+from dynamo_lite.frontend.errors import ApiError, json_response, no_such_model
 from dynamo_lite.frontend.messages import ChatMessage, Tool
 from dynamo_lite.frontend.schemas import MAX_MESSAGES, TokenId, _Body, parse_body
 from dynamo_lite.frontend.state import STATE
@@ -59,8 +59,7 @@ def card(name: str, max_model_len: int) -> dict[str, Any]:
 async def model_card(request: web.Request) -> web.Response:
     spec = request.app[STATE].models.get(request.match_info["model_id"])
     if spec is None:
-        raise ApiError(404, f"The model `{request.match_info['model_id']}` does not exist.", param="model",
-                       code="model_not_found")
+        raise no_such_model(request.match_info["model_id"])
     return json_response(card(spec.name, spec.max_model_len))
 
 
@@ -72,7 +71,7 @@ def _tokenizer(request: web.Request, model: str | None) -> tuple[ModelTokenizer,
     state = request.app[STATE]
     name = model if model is not None else next(iter(state.models), None)
     if name is None or name not in state.tokenizers:
-        raise ApiError(404, f"The model `{name}` does not exist.", param="model", code="model_not_found")
+        raise no_such_model(name)
     return state.tokenizers[name], state.models[name]
 
 

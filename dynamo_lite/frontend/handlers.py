@@ -26,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from dynamo_lite.frontend import anthropic, checks, extras, plan, pooling, responses, responses_out, sagemaker
 from dynamo_lite.frontend.admission import Refused
-from dynamo_lite.frontend.errors import ApiError, json_response
+from dynamo_lite.frontend.errors import ApiError, json_response, no_such_model
 from dynamo_lite.frontend.ids import base_request_id
 from dynamo_lite.frontend.openapi import build_document, document_handler
 from dynamo_lite.frontend.policy import FieldCheck
@@ -329,7 +329,7 @@ def _served(request: web.Request, state: FrontendState, model: str | None) -> Mo
         raise ApiError(404, "No model is served here.", param="model", code="model_not_found")
     tokenizer = state.tokenizers.get(model)
     if tokenizer is None:
-        raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
+        raise no_such_model(model)
     pooling.refuse_text(state.models[model])
     request[MODEL_LABEL] = model
     return tokenizer

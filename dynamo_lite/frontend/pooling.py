@@ -4,8 +4,8 @@
 body naming a pooling model (or none, where the frontend serves one), and go to one of that model's engines as
 they are: the engine's answer, its status and its errors are vLLM's own. The engine is the model's worker with
 the fewest of these requests in flight from this process (there is no KV to route on: each input is pooled
-once). A worker that cannot be reached, or answers 5xx, is avoided for a while and the request goes to another;
-only when none is left is it a 503. Text endpoints refuse a pooling model (`refuse_text`), and these endpoints
+once). A worker that cannot be reached, times out or answers 5xx is avoided for a while and the request goes to
+another; only when none is left is it a 503. Text endpoints refuse a pooling model (`refuse_text`), and these endpoints
 a text model, with a 400 naming `model`.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from dynamo_lite.config import ModelSpec
-from dynamo_lite.frontend.errors import ApiError
+from dynamo_lite.frontend.errors import ApiError, no_such_model
 from dynamo_lite.frontend.http1 import ConnectTimeout
 from dynamo_lite.frontend.ids import base_request_id
 from dynamo_lite.frontend.schemas import json_object
@@ -90,7 +90,7 @@ def _pooling_model(state: FrontendState, name: object) -> ModelSpec:
         return pooling[0]
     spec = state.models.get(name) if isinstance(name, str) else None
     if spec is None:
-        raise ApiError(404, f"The model `{name}` does not exist.", param="model", code="model_not_found")
+        raise no_such_model(name)
     if spec.runner != "pooling":
         raise ApiError(400, f"The model `{name}` generates text (runner: generate): the pooling endpoints "
                             "serve models of runner: pooling.", param="model", code="invalid_value")  # fmt: skip

@@ -182,8 +182,9 @@ async def _embeddings(request: web.Request) -> web.Response:
     if not prompts:
         raise ApiError(400, "The input cannot be empty")
     rid = "embd-" + (request.headers.get("X-Request-Id") or body.request_id or uuid.uuid4().hex)
-    runs = [_sequence(state, Job(ids, 1, frozenset(), None, 1, False, False, None), f"{rid}-{i}")[0]
-            for i, ids in enumerate(prompts)]  # (each checked before any runs)
+    jobs = [Job(prompt=ids, max_tokens=1, stop_ids=frozenset(), seed=None, n=1, stream=False, include_usage=False,
+                kv_transfer_params=None) for ids in prompts]  # a prefill each, and the one step it takes
+    runs = [_sequence(state, job, f"{rid}-{i}")[0] for i, job in enumerate(jobs)]  # (each checked before any runs)
     async with asyncio.TaskGroup() as group:
         for seq in runs:
             group.create_task(_prefilled(state, seq, rid))

@@ -292,7 +292,7 @@ class MistralListParser(ToolParser):
         out = Parsed()
         if not self._read:
             self._text += text
-            if self._text.rstrip().endswith(("]", "}")):  # (a list or an object can only have ended so)
+            if text.rstrip().endswith(("]", "}")):  # (a list or an object can only have ended so)
                 self._take(out)
         return out
 
